@@ -1,0 +1,343 @@
+"""Who ended the stream, and what the model was doing: one ordered rule table.
+
+Each rule reads the facts of an exchange (what the wire showed, how each side ended) and either
+returns a verdict or passes. The first verdict wins, so the table reads top to bottom like a
+decision list: injected faults and streamtap's own actions first, then the client, the transport,
+the provider's errors, and last the ways a stream can end cleanly. Each verdict names the evidence
+codes it used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import events as ev
+
+SLOWING_FAULTS = ("delay", "throttle")
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+NOT_RETRYABLE_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
+RETRYABLE_ERROR_WORDS = ("overloaded", "server_error", "api_error", "rate_limit", "unavailable",
+                         "internal", "timeout", "503", "529", "500", "502")
+FINAL_ERROR_WORDS = ("context_length", "context_window", "insufficient_quota", "quota",
+                     "invalid_request", "authentication", "permission", "not_found",
+                     "invalid_api_key", "billing", "content_filter")
+
+
+@dataclass
+class Facts:
+    """Everything a rule may read. Built from the record so that rules never touch I/O."""
+
+    provider: str
+    dialect: str | None
+    status: int | None
+    error: dict | None
+    upstream: str
+    downstream: str
+    watchdog_fired: str | None
+    watchdog: dict
+    shutdown: bool
+    proxy_reason: str | None
+    fault: dict | None
+    terminal: str | None
+    dialect_has_terminal: bool
+    finish_reason: str | None
+    stream_errors: list[dict]
+    phase: str
+    event_counts: dict[str, int]
+    frame_count: int
+    open_tools: list[dict] = field(default_factory=list)
+    completed_tools: list[dict] = field(default_factory=list)
+    protocol_errors: dict[str, int] = field(default_factory=dict)
+    unterminated: bool = False
+    max_gap_ms: float = 0.0
+
+    @classmethod
+    def from_record(cls, record: dict, state, ending) -> "Facts":
+        from .dialects import dialect_class as lookup
+
+        stream = record["stream"]
+        dialect_class = lookup(record.get("dialect"))
+        tools = stream["tool_calls"]
+        return cls(
+            provider=record.get("provider") or record.get("route") or "the provider",
+            dialect=record.get("dialect"),
+            status=(record.get("response") or {}).get("status"),
+            error=record.get("error"),
+            upstream=ending.upstream,
+            downstream=ending.downstream,
+            watchdog_fired=ending.watchdog_fired,
+            watchdog=ending.watchdog,
+            shutdown=ending.shutdown,
+            proxy_reason=ending.proxy_reason,
+            fault=ending.fault,
+            terminal=stream["terminal"],
+            dialect_has_terminal=bool(dialect_class and dialect_class.terminal_names),
+            finish_reason=stream["finish_reason"],
+            stream_errors=stream["errors"],
+            phase=state.phase,
+            event_counts=stream["event_counts"],
+            frame_count=stream["frame_count"],
+            open_tools=[call for call in tools if not call["completed"]],
+            completed_tools=[call for call in tools if call["completed"]],
+            protocol_errors=stream["protocol_errors"],
+            unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
+            max_gap_ms=record["timeline"]["max_gap_ms"],
+        )
+
+
+@dataclass
+class Verdict:
+    boundary: str
+    phase: str | None
+    confidence: str
+    evidence: list[str]
+    retryable: bool | None
+    summary: str
+
+
+Rule = Callable[[Facts], "Verdict | None"]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+# -- helpers the rules share ------------------------------------------------------------------
+def stream_phase(f: Facts) -> str:
+    return ev.BEFORE_RESPONSE if f.status is None else f.phase
+
+
+def doing(f: Facts, phase: str | None) -> str:
+    """What the model was doing, as a clause a sentence can end with."""
+    if phase == ev.TOOL_INPUT and f.open_tools:
+        call = f.open_tools[-1]
+        name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
+        return (f"while the model was still writing the arguments of tool call {name} "
+                f"({call['arg_chunks']} chunks); the call never completed, so no tool ran")
+    if phase == ev.AFTER_TOOL_CALL and f.completed_tools:
+        call = f.completed_tools[-1]
+        name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
+        return f"right after tool call {name} completed"
+    if phase == ev.AFTER_FINISH:
+        reason = f" (finish reason `{f.finish_reason}`)" if f.finish_reason else ""
+        return f"after the model had finished{reason}"
+    return {
+        ev.BEFORE_RESPONSE: "before the response started",
+        ev.BEFORE_PROGRESS: "before the model produced any output",
+        ev.REASONING: "while the model was reasoning",
+        ev.TEXT: "while the model was writing its answer",
+        ev.TOOL_INPUT: "while the model was writing a tool call",
+        ev.COMPLETE: "after the stream had completed",
+    }.get(phase or "", "at an unknown point of the stream")
+
+
+def side_evidence(f: Facts) -> list[str]:
+    """Evidence that does not decide the verdict but belongs in it (bad frames, open frames)."""
+    extra = sorted(f.protocol_errors)
+    if f.unterminated:
+        extra.append("unterminated_frame")
+    return extra
+
+
+def error_retryable(status: int | None, *words: object) -> bool | None:
+    text = " ".join(str(word).lower() for word in words if word)
+    if any(word in text for word in FINAL_ERROR_WORDS):
+        return False
+    if status in NOT_RETRYABLE_STATUSES:
+        return False
+    if status in RETRYABLE_STATUSES or (status is not None and status >= 500):
+        return True
+    if any(word in text for word in RETRYABLE_ERROR_WORDS):
+        return True
+    return None
+
+
+# -- the table --------------------------------------------------------------------------------
+@rule
+def injected_fault(f: Facts) -> Verdict | None:
+    fault = f.fault
+    if not fault or not fault.get("fired") or fault.get("action") in SLOWING_FAULTS:
+        return None
+    action = fault.get("action")
+    evidence = [f"injected_{action}"]
+    if f.downstream == "client_gone":
+        evidence.append("client_gave_up")
+    when = fault.get("at") or "its trigger"
+    return Verdict("injected", stream_phase(f), "high", evidence + side_evidence(f), None,
+                   f"streamtap injected a {action} at {when} {doing(f, stream_phase(f))}, as "
+                   f"configured (rule `{fault.get('name')}`); this is not a real failure.")
+
+
+@rule
+def proxy_shutdown(f: Facts) -> Verdict | None:
+    if not f.shutdown:
+        return None
+    phase = stream_phase(f)
+    return Verdict("proxy", phase, "high", ["proxy_shutdown"] + side_evidence(f), True,
+                   f"streamtap was shut down {doing(f, phase)} and cut the stream itself; "
+                   f"neither {f.provider} nor the client ended it.")
+
+
+@rule
+def proxy_answered(f: Facts) -> Verdict | None:
+    if not f.proxy_reason:
+        return None
+    reason = f.proxy_reason
+    retryable = False if reason == "request_too_large" else None
+    text = {
+        "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
+                             "answered 413 and sent nothing upstream",
+        "internal_error": "streamtap hit an internal error and ended the exchange",
+    }.get(reason, f"streamtap ended the exchange itself ({reason})")
+    return Verdict("proxy", stream_phase(f), "high", [reason] + side_evidence(f), retryable,
+                   text[0].upper() + text[1:] + ".")
+
+
+@rule
+def watchdog_fired(f: Facts) -> Verdict | None:
+    kind = f.watchdog_fired
+    if not kind:
+        return None
+    phase = ev.BEFORE_RESPONSE if kind == "connect" else stream_phase(f)
+    limit = f.watchdog.get(f"{kind}_timeout_ms")
+    what = {"connect": "without a connection to", "idle": "without a byte from",
+            "progress": "without model progress from"}[kind]
+    return Verdict("watchdog", phase, "high", [f"watchdog_{kind}"] + side_evidence(f), True,
+                   f"streamtap's {kind} watchdog fired after {limit} ms {what} {f.provider} "
+                   f"{doing(f, phase)}; both sides were aborted.")
+
+
+@rule
+def client_went_away(f: Facts) -> Verdict | None:
+    if f.downstream != "client_gone":
+        return None
+    phase = stream_phase(f)
+    return Verdict("client_abort", phase, "high", ["client_disconnected"] + side_evidence(f), None,
+                   f"The client closed the connection {doing(f, phase)}; streamtap closed the "
+                   f"upstream request so {f.provider} stopped generating.")
+
+
+@rule
+def could_not_connect(f: Facts) -> Verdict | None:
+    error = f.error or {}
+    if f.status is not None or error.get("where") not in ("upstream_connect", "upstream_response"):
+        return None
+    code = error.get("code") or error.get("type")
+    connect = error.get("where") == "upstream_connect"
+    evidence = ["upstream_connect_error" if connect else "upstream_no_response"]
+    if code:
+        evidence.append(str(code).lower())
+    what = "could not connect to" if connect else "got no response headers from"
+    return Verdict("transport", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f), True,
+                   f"streamtap {what} {f.provider} ({code}); nothing was streamed.")
+
+
+@rule
+def http_error_status(f: Facts) -> Verdict | None:
+    if f.status is None or f.status < 400:
+        return None
+    error = f.error or {}
+    kind = error.get("error_type") or error.get("error_code")
+    evidence = [f"http_{f.status}"] + ([str(kind)] if kind else [])
+    retryable = error_retryable(f.status, kind, error.get("error_code"))
+    detail = f" ({kind})" if kind else ""
+    advice = {True: " Retrying later may succeed.", False: " Retrying will not help as is."}
+    return Verdict("provider_error", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f),
+                   retryable, f"{f.provider} answered HTTP {f.status}{detail} before the stream "
+                   f"started.{advice.get(retryable, '')}")
+
+
+@rule
+def error_inside_stream(f: Facts) -> Verdict | None:
+    if not f.stream_errors:
+        return None
+    first = f.stream_errors[0]
+    shape = first["shape"]
+    kind = first.get("type") or first.get("code")
+    phase = stream_phase(f)
+    evidence = [shape] + ([str(kind)] if kind else [])
+    if f.upstream in ("reset", "truncated"):
+        evidence.append(f"upstream_{f.upstream}")
+    retryable = error_retryable(None, first.get("type"), first.get("code"), first.get("message"))
+    detail = f" ({kind})" if kind else ""
+    return Verdict("provider_error", phase, "high", evidence + side_evidence(f), retryable,
+                   f"{f.provider} sent an error inside the stream{detail}, as a "
+                   f"{shape.replace('_', ' ')}, {doing(f, phase)}.")
+
+
+@rule
+def upstream_broke(f: Facts) -> Verdict | None:
+    if f.upstream not in ("reset", "truncated", "error"):
+        return None
+    phase = stream_phase(f)
+    how = {"reset": "was reset", "truncated": "was closed mid-body (no final chunk)",
+           "error": "failed"}[f.upstream]
+    evidence = [f"upstream_{f.upstream}"]
+    code = (f.error or {}).get("code")
+    if code:
+        evidence.append(str(code).lower())
+    return Verdict("transport", phase, "high", evidence + side_evidence(f), True,
+                   f"The connection to {f.provider} {how} {doing(f, phase)}.")
+
+
+@rule
+def completed_with_terminal(f: Facts) -> Verdict | None:
+    if f.terminal is None:
+        return None
+    frames = f"after {f.frame_count} frames" if f.frame_count else "(a JSON reply)"
+    return Verdict("none", ev.COMPLETE, "high", ["terminal_event"] + side_evidence(f), None,
+                   f"The {f.provider} stream completed normally: terminal `{f.terminal}` "
+                   f"{frames}.")
+
+
+@rule
+def no_dialect_to_judge(f: Facts) -> Verdict | None:
+    if f.dialect_has_terminal and f.dialect not in (None, "json", "unknown"):
+        return None
+    if f.dialect == "sse" and f.frame_count == 0:
+        return None  # headers then silence: the provider_close rule below says it better
+    return Verdict("none", ev.COMPLETE, "low", ["clean_close", "no_terminal_known"]
+                   + side_evidence(f), None,
+                   f"The {f.provider} response ended cleanly; streamtap has no dialect that "
+                   f"tells a complete {f.dialect or 'unknown'} body from a short one.")
+
+
+@rule
+def closed_without_terminal(f: Facts) -> Verdict | None:
+    phase = stream_phase(f)
+    after_finish = f.finish_reason is not None and phase == ev.AFTER_FINISH
+    evidence = ["clean_close", "no_terminal_event"]
+    if after_finish:
+        evidence.append("finish_reason_seen")
+    if f.frame_count == 0:
+        evidence.append("no_events")
+    if after_finish:
+        tail = "the answer is whole; only the end marker or usage is missing."
+    else:
+        tail = "the client may have shown a short answer without any error."
+    return Verdict("provider_close", phase, "medium", evidence + side_evidence(f),
+                   not after_finish,
+                   f"{f.provider} (or a gateway in between) closed the stream cleanly "
+                   f"{doing(f, phase)}, without the terminal event; {tail}")
+
+
+def classify(f: Facts) -> dict:
+    """The record's `outcome`: the first rule that speaks decides."""
+    for check in RULES:
+        verdict = check(f)
+        if verdict is not None:
+            break
+    else:  # pragma: no cover - closed_without_terminal always speaks
+        verdict = Verdict("unknown", None, "low", [], None, "streamtap could not tell.")
+    return {
+        "ok": verdict.boundary == "none",
+        "boundary": verdict.boundary,
+        "phase": verdict.phase,
+        "confidence": verdict.confidence,
+        "evidence": verdict.evidence,
+        "retryable": verdict.retryable,
+        "summary": verdict.summary,
+    }

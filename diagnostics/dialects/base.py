@@ -1,0 +1,97 @@
+"""The contract every provider dialect implements: frames in, normalized events out.
+
+A dialect is fed decoded frames in order, with the time each arrived, and writes what it learns
+into a `StreamState`. It returns the frame's kind (the most telling event it carried) for the
+record's frame table. It must be cheap: probe the bytes before decoding JSON, and never keep
+content (text, arguments, output).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .. import events as ev
+from ..sse import Frame
+from ..stream import StreamState
+
+# How the response body is cut into frames before a dialect sees them.
+FRAMING_SSE = "sse"
+FRAMING_NDJSON = "ndjson"
+FRAMING_JSON_ARRAY = "json-array"
+FRAMING_BODY = "body"  # one whole JSON body, handed over at the end
+FRAMING_NONE = "none"  # bytes counted, never parsed
+
+
+class Dialect:
+    name = "unknown"
+    framing = FRAMING_SSE
+    # Names of the frames that end a well-formed stream (what `drop_terminal` would remove).
+    terminal_names: tuple[str, ...] = ()
+
+    def __init__(self, state: StreamState):
+        self.state = state
+
+    def on_frame(self, frame: Frame, t_ms: float) -> str:
+        """Fold one complete frame into the state; return its kind."""
+        self.state.emit(ev.UNKNOWN, t_ms)
+        return ev.UNKNOWN
+
+    def on_body(self, body: bytes, t_ms: float) -> None:
+        """For FRAMING_BODY dialects: the whole (decoded) body at the end of the response."""
+
+    def on_end(self, t_ms: float) -> None:
+        """The stream ended (however it ended): settle what only the end can tell."""
+
+
+def load_json(data: bytes, state: StreamState) -> object:
+    """Decode a frame's JSON, counting (not raising) what does not parse: a bad frame is evidence."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        state.protocol_error("invalid_json")
+        return None
+
+
+def wrapped_error(obj: object, state: StreamState, t_ms: float,
+                  shape: str = "wrapped_chunk") -> bool:
+    """The gateway/OpenAI shape: a data frame whose JSON has a truthy top-level `error`."""
+    if not isinstance(obj, dict):
+        return False
+    error = obj.get("error")
+    if not error:
+        return False
+    if isinstance(error, dict):
+        inner = error.get("error")
+        if isinstance(inner, dict):  # the `{"error":{"type":"error",...,"error":{...}}}` envelope
+            error = inner
+        state.stream_error(shape, t_ms, type=error.get("type") or error.get("status"),
+                           code=error.get("code"), message=error.get("message"))
+    else:
+        state.stream_error(shape, t_ms, message=error if isinstance(error, str) else None)
+    return True
+
+
+class GenericSse(Dialect):
+    """Any SSE stream we have no dialect for: frames timed and counted, and only the markers every
+    OpenAI-style stream shares (`[DONE]`, a wrapped `{"error":...}` chunk) recognised."""
+
+    name = "sse"
+    terminal_names = ("[DONE]",)
+
+    def on_frame(self, frame: Frame, t_ms: float) -> str:
+        data = frame.data
+        if data == b"[DONE]":
+            self.state.emit(ev.META, t_ms)
+            self.state.set_terminal("[DONE]", t_ms)
+            return ev.META
+        if b'"error"' in data[:64] and wrapped_error(load_json(data, self.state), self.state, t_ms):
+            return ev.ERROR
+        self.state.emit(ev.UNKNOWN, t_ms)
+        return ev.UNKNOWN
+
+
+class Opaque(Dialect):
+    """A body we do not understand: its bytes are counted, nothing is inferred."""
+
+    name = "unknown"
+    framing = FRAMING_NONE

@@ -1,0 +1,88 @@
+"""A non-streamed JSON reply (`"stream": false`, or any error body): ids, usage, finish reason and
+error fields from the body, never its content."""
+
+from __future__ import annotations
+
+from .. import events as ev
+from ..redact import scrub
+from ..stream import token
+from .base import FRAMING_BODY, Dialect, load_json
+from .usage import normalize_usage
+
+
+def error_fields(obj: object) -> dict | None:
+    """`{type, code, message}` from any provider's error body, or None if it is not one."""
+    if not isinstance(obj, dict):
+        return None
+    error = obj.get("error")
+    if isinstance(error, dict):
+        inner = error.get("error")
+        if isinstance(inner, dict):
+            error = inner
+        return {"type": error.get("type") or error.get("status"), "code": error.get("code"),
+                "message": error.get("message")}
+    if isinstance(error, str):  # Ollama: {"error": "..."}
+        return {"type": None, "code": None, "message": error}
+    return None
+
+
+def finish_reason_of(obj: dict) -> object:
+    choices = obj.get("choices") or obj.get("candidates")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        first = choices[0]
+        return first.get("finish_reason") or first.get("finishReason")
+    if "stop_reason" in obj:
+        return obj.get("stop_reason")
+    if "done_reason" in obj:
+        return obj.get("done_reason")
+    if obj.get("object") == "response":
+        details = obj.get("incomplete_details")
+        if isinstance(details, dict) and details.get("reason"):
+            return details.get("reason")
+        return obj.get("status")
+    return None
+
+
+class JsonBody(Dialect):
+    name = "json"
+    framing = FRAMING_BODY
+
+    def __init__(self, state):
+        super().__init__(state)
+        # The provider's error fields when the body is an error (the recorder decides whether
+        # that is an HTTP error or an error inside a 200).
+        self.error: dict | None = None
+
+    def on_body(self, body: bytes, t_ms: float) -> None:
+        if not body.strip():
+            return
+        obj = load_json(body, self.state)
+        if obj is None:
+            return
+        self.state.emit(ev.META, t_ms)
+        self.error = error_fields(obj)
+        if self.error is not None or not isinstance(obj, dict):
+            return
+        self.state.set_response_id(obj.get("id") or obj.get("responseId"))
+        usage = normalize_usage(obj.get("usage") or obj.get("usageMetadata")
+                                or (obj if "eval_count" in obj else None))
+        if usage:
+            self.state.set_usage(**usage)
+            self.state.emit(ev.USAGE, t_ms)
+        reason = finish_reason_of(obj)
+        if reason is not None:
+            self.state.set_finish_reason(reason)
+            self.state.emit(ev.FINISH, t_ms)
+            self.state.set_terminal("body", t_ms)
+
+
+def provider_error_summary(fields: dict | None) -> dict:
+    """The record's `error_type`/`error_code`/`error_message` from error fields (tokens, scrubbed)."""
+    if not fields:
+        return {}
+    message = fields.get("message")
+    return {
+        "error_type": token(fields.get("type")),
+        "error_code": token(fields.get("code")),
+        "error_message": scrub(message)[:300] if isinstance(message, str) else None,
+    }

@@ -1,0 +1,281 @@
+"""Folds one exchange into a trace record as it happens: the proxy calls it at a few named points
+(request, response headers, each body chunk, the end) with timestamps, and gets a record back.
+
+The recorder knows dialects and the record schema; the proxy knows neither. `feed()` is the hot
+path: one call per upstream chunk, a few microseconds per frame.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import events as ev
+from .classify import Facts, classify
+from .dialects import choose_dialect
+from .dialects.base import FRAMING_BODY, FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_NONE, Dialect
+from .dialects.json_body import JsonBody, error_fields, provider_error_summary
+from .record import SCHEMA_VERSION
+from .redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
+                     query_keys, redact_path)
+from .request_summary import summarize_request
+from .sse import DEFAULT_MAX_LINE, NdjsonDecoder, SseDecoder
+from .stream import StreamState
+
+TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
+                  "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
+                  "upstream_end", "downstream_end")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_frames: int = 10_000
+    max_line: int = DEFAULT_MAX_LINE
+    max_body_parse: int = 8 * 1024 * 1024  # a JSON body larger than this is counted, not parsed
+    keep_ratelimit_headers: bool = False
+
+
+@dataclass
+class Ending:
+    """How the exchange ended, as the proxy saw it. Every field is a fact, not a guess."""
+
+    upstream: str = "not_started"  # complete | reset | truncated | error | closed_by_proxy | not_started
+    downstream: str = "complete"  # complete | aborted | client_gone
+    downstream_status: int | None = None
+    downstream_bytes: int = 0
+    error: dict | None = None  # fingerprint from diagnostics.errors
+    watchdog_fired: str | None = None  # connect | idle | progress
+    shutdown: bool = False
+    proxy_reason: str | None = None  # the proxy answered or ended it itself: request_too_large ...
+    fault: dict | None = None
+    upstream_end_ms: float | None = None
+    downstream_end_ms: float | None = None
+    watchdog: dict = field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(self, *, trace_id: str, session_id: str, message_id: str | None,
+                 started_at: str, route: str, provider: str, configured_dialect: str | None = None,
+                 limits: Limits = Limits(), capture: bool = False):
+        self.limits = limits
+        self.trace_id = trace_id
+        self.session_id = session_id
+        self.message_id = message_id
+        self.started_at = started_at
+        self.route = route
+        self.provider = provider
+        self.configured_dialect = configured_dialect
+        self.capture = capture
+        self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
+        self.marks["request_received"] = 0.0
+        self.request: dict = {}
+        self.response: dict | None = None
+        self.request_id: str | None = None
+        self.state = StreamState()
+        self.dialect: Dialect | None = None
+        self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
+        self._decompress = None
+        self._body: bytearray | None = None
+        self.stream_bytes = 0
+        self.frame_count = 0
+        self._head: list[list] = []
+        self._tail: deque[list] = deque(maxlen=max(limits.max_frames - limits.max_frames // 2, 0))
+        self._head_cap = limits.max_frames // 2
+        self._last_frame_ms: float | None = None
+        self.max_gap_ms = 0.0
+
+    # -- the named points -----------------------------------------------------------------
+    def on_request(self, method: str, raw_path: str, headers, body: bytes) -> None:
+        path, _, query = raw_path.partition("?")
+        self.request = {
+            "method": method,
+            "path": redact_path(path),
+            "query_keys": query_keys(query) if query else [],
+            "body_bytes": len(body),
+            "headers": keep_headers(headers, REQUEST_HEADERS_KEPT),
+        }
+        self.request.update(summarize_request(body, path))
+        names = self.request.get("tool_names") or ()
+        self.state.defined_tool_names = frozenset(names)
+
+    def mark(self, name: str, t_ms: float) -> None:
+        """Set a timeline mark once: the first time is the one that counts."""
+        if self.marks.get(name) is None:
+            self.marks[name] = t_ms
+
+    def on_response(self, status: int, headers, t_ms: float) -> None:
+        self.mark("response_headers", t_ms)
+        kept = keep_headers(headers, RESPONSE_HEADERS_KEPT, self.limits.keep_ratelimit_headers)
+        content_type = kept.get("content-type")
+        encoding = kept.get("content-encoding")
+        self.response = {"status": status, "content_type": content_type,
+                         "content_encoding": encoding, "headers": kept}
+        self.request_id = find_request_id(kept)
+        dialect_class = choose_dialect(self.configured_dialect, self.request.get("path", ""),
+                                       content_type)
+        if status >= 400 and dialect_class.framing != FRAMING_BODY:
+            dialect_class = JsonBody  # an error body is JSON whatever the route streams
+        self.dialect = dialect_class(self.state)
+        framing = dialect_class.framing
+        if framing == FRAMING_BODY:
+            self._body = bytearray()
+        elif framing == FRAMING_NDJSON:
+            self._decoder = NdjsonDecoder(self.limits.max_line)
+        elif framing == FRAMING_JSON_ARRAY:
+            from .jsonarray import JsonArrayDecoder
+
+            self._decoder = JsonArrayDecoder(self.limits.max_line)
+        elif framing != FRAMING_NONE:
+            self._decoder = SseDecoder(self.limits.max_line)
+        if encoding and framing != FRAMING_NONE:
+            self._setup_decompression(encoding.lower())
+
+    def _setup_decompression(self, encoding: str) -> None:
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            self._decompress = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        elif encoding != "identity":
+            # br, zstd: bytes still pass through; we just cannot look inside.
+            self.state.protocol_error("undecoded_encoding")
+            self._decoder = None
+            self._body = None
+
+    def feed(self, chunk: bytes, t_ms: float) -> None:
+        """One upstream body chunk, as on the wire."""
+        self.stream_bytes += len(chunk)
+        if self.marks["first_byte"] is None:
+            self.marks["first_byte"] = t_ms
+        if self._decompress is not None:
+            try:
+                chunk = self._decompress.decompress(chunk)
+            except zlib.error:
+                self.state.protocol_error("decode_error")
+                self._decompress = self._decoder = self._body = None
+                return
+        if self._decoder is not None:
+            for frame in self._decoder.feed(chunk):
+                self._on_frame(frame, t_ms)
+        elif self._body is not None:
+            if len(self._body) + len(chunk) <= self.limits.max_body_parse:
+                self._body += chunk
+            else:
+                self.state.protocol_error("body_too_large_to_parse")
+                self._body = None
+
+    def _on_frame(self, frame, t_ms: float) -> None:
+        if frame.comment:
+            self.state.emit(ev.KEEPALIVE, t_ms)
+            kind = ev.KEEPALIVE
+        elif frame.unterminated:
+            kind = ev.UNTERMINATED
+        else:
+            kind = self.dialect.on_frame(frame, t_ms)
+        self.frame_count += 1
+        last = self._last_frame_ms
+        if last is None:
+            last = self.marks["response_headers"] or t_ms
+        if t_ms - last > self.max_gap_ms:
+            self.max_gap_ms = t_ms - last
+        self._last_frame_ms = t_ms
+        entry = [t_ms, frame.size, kind]
+        if len(self._head) < self._head_cap:
+            self._head.append(entry)
+        else:
+            self._tail.append(entry)
+
+    def _close_stream(self, t_ms: float) -> None:
+        """End of the body, however it ended: flush the decoder and let the dialect settle."""
+        if self._decompress is not None and self._decoder is not None:
+            try:
+                rest = self._decompress.flush()
+            except zlib.error:
+                rest = b""
+            if rest:
+                for frame in self._decoder.feed(rest):
+                    self._on_frame(frame, t_ms)
+        if self._decoder is not None:
+            for frame in self._decoder.close():
+                self._on_frame(frame, t_ms)
+            if self._decoder.overlong_lines:
+                self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
+        if self._body is not None and self.dialect is not None:
+            self.dialect.on_body(bytes(self._body), t_ms)
+        if self.dialect is not None:
+            self.dialect.on_end(t_ms)
+
+    # -- the end ------------------------------------------------------------------------------
+    def finish(self, ending: Ending, duration_ms: float) -> dict:
+        """Close the books and return the trace record (a plain dict, schema_version 1)."""
+        end_ms = ending.upstream_end_ms if ending.upstream_end_ms is not None else duration_ms
+        self._close_stream(end_ms)
+        state = self.state
+        marks = self.marks
+        marks["first_event"] = state.first_event_ms
+        marks["first_progress"] = state.first_progress_ms
+        marks["last_progress"] = state.last_progress_ms
+        marks["terminal_event"] = state.terminal_ms
+        marks["upstream_end"] = ending.upstream_end_ms
+        marks["downstream_end"] = ending.downstream_end_ms
+        status = self.response["status"] if self.response else None
+        error = dict(ending.error) if ending.error else None
+        provider_error = None
+        if isinstance(self.dialect, JsonBody) and self.dialect.error is not None:
+            if status is not None and status >= 400:
+                provider_error = provider_error_summary(self.dialect.error)
+            else:  # an error body inside a 200: the stream's own error
+                fields = self.dialect.error
+                state.stream_error("wrapped_chunk", end_ms, fields.get("type"),
+                                   fields.get("code"), fields.get("message"))
+        if status is not None and status >= 400:
+            error = error or {"where": "upstream_response", "type": "HTTPError",
+                              "message": None, "code": None, "cause": None}
+            error["status"] = status
+            error.update(provider_error or {})
+        frames = self._head + list(self._tail)
+        for entry in frames:
+            entry[0] = round(entry[0], 1)
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "trace_id": self.trace_id,
+            "session_id": self.session_id,
+            "message_id": self.message_id,
+            "started_at": self.started_at,
+            "route": self.route,
+            "provider": self.provider,
+            "dialect": self.dialect.name if self.dialect else None,
+            "request": self.request,
+            "response": self.response,
+            "correlation": {"request_id": self.request_id, "response_id": state.response_id},
+            "timeline": {
+                **{name: (round(value, 1) if value is not None else None)
+                   for name, value in marks.items()},
+                "max_gap_ms": round(self.max_gap_ms, 1),
+                "duration_ms": round(duration_ms, 1),
+            },
+            "frames": frames,
+            "frames_dropped": self.frame_count - len(frames),
+            "stream": {
+                "bytes": self.stream_bytes,
+                "frame_count": self.frame_count,
+                "event_counts": dict(state.event_counts),
+                "delta_keys": list(state.delta_keys),
+                "finish_reason": state.finish_reason,
+                "usage": dict(state.usage),
+                "terminal": state.terminal,
+                "unknown_types": list(state.unknown_types),
+                "tool_calls": [call.as_dict() for call in state.tool_calls.values()],
+                "errors": list(state.errors),
+                "protocol_errors": dict(state.protocol_errors),
+            },
+            "error": error,
+            "downstream": {
+                "status": ending.downstream_status,
+                "ended": ending.downstream,
+                "bytes": ending.downstream_bytes,
+            },
+            "watchdog": {**ending.watchdog, "fired": ending.watchdog_fired},
+            "fault": ending.fault,
+            "capture": self.capture,
+        }
+        record["outcome"] = classify(Facts.from_record(record, state, ending))
+        return record

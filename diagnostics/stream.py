@@ -1,0 +1,163 @@
+"""What a dialect learns from a stream, folded as frames arrive: counts, phase, tools, usage, errors.
+
+Dialects write here through a few small methods and never keep content: a string reaches this
+state only as a provider token (finish reason, error type, event name), checked by `token()`, or
+as an error message that passes the secret scrubber and a length cap.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import events as ev
+from .redact import scrub
+
+_TOKEN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+MAX_ERRORS = 20
+MAX_UNKNOWN_TYPES = 20
+MAX_TOOL_CALLS = 256
+MAX_DELTA_KEYS = 16
+
+
+def token(value: object) -> str | None:
+    """A provider's kind name (finish reason, error type, event name) if it is a short token.
+
+    Anything else is replaced by a marker: a free-form string in such a slot could be content.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and _TOKEN.fullmatch(value):
+        return value
+    return "<non-token>"
+
+
+class ToolCall:
+    __slots__ = ("index", "name", "started_ms", "arg_chunks", "arg_bytes", "completed")
+
+    def __init__(self, index: int, name: str | None, started_ms: float):
+        self.index = index
+        self.name = name
+        self.started_ms = started_ms
+        self.arg_chunks = 0
+        self.arg_bytes = 0
+        self.completed = False
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "name": self.name, "started_ms": round(self.started_ms, 1),
+                "arg_chunks": self.arg_chunks, "arg_bytes": self.arg_bytes,
+                "completed": self.completed}
+
+
+class StreamState:
+    """The accumulator a dialect feeds. Times are milliseconds since the request arrived."""
+
+    def __init__(self, defined_tool_names: frozenset[str] = frozenset()):
+        self.defined_tool_names = defined_tool_names
+        self.event_counts: dict[str, int] = {}
+        self.delta_keys: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] = {}
+        self.terminal: str | None = None
+        self.terminal_ms: float | None = None
+        self.unknown_types: list[str] = []
+        self.tool_calls: dict[int, ToolCall] = {}
+        self.errors: list[dict] = []
+        self.response_id: str | None = None
+        self.first_event_ms: float | None = None
+        self.first_progress_ms: float | None = None
+        self.last_progress_ms: float | None = None
+        self.phase = ev.BEFORE_PROGRESS
+        self.protocol_errors: dict[str, int] = {}
+
+    # -- events ---------------------------------------------------------------------------
+    def emit(self, kind: str, t_ms: float) -> None:
+        """Count one normalized event and move the phase and progress clocks."""
+        counts = self.event_counts
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == ev.KEEPALIVE:
+            return
+        if self.first_event_ms is None:
+            self.first_event_ms = t_ms
+        if kind in ev.PROGRESS_KINDS:
+            if self.first_progress_ms is None:
+                self.first_progress_ms = t_ms
+            self.last_progress_ms = t_ms
+        phase = ev.PHASE_OF_KIND.get(kind)
+        if phase is not None:
+            self.phase = phase
+
+    def delta_key(self, key: str) -> None:
+        """Name a JSON field that carried content (the name only, never its value)."""
+        if key not in self.delta_keys and len(self.delta_keys) < MAX_DELTA_KEYS:
+            self.delta_keys.append(token(key) or "<empty>")
+
+    def unknown_type(self, name: object, t_ms: float) -> None:
+        self.emit(ev.UNKNOWN, t_ms)
+        name = token(name) or "<none>"
+        if name not in self.unknown_types and len(self.unknown_types) < MAX_UNKNOWN_TYPES:
+            self.unknown_types.append(name)
+
+    def set_terminal(self, name: str, t_ms: float) -> None:
+        if self.terminal is None:
+            self.terminal = name
+            self.terminal_ms = t_ms
+
+    def set_finish_reason(self, reason: object) -> None:
+        self.finish_reason = token(reason)
+
+    def set_response_id(self, value: object) -> None:
+        # Response ids are provider-generated identifiers (chatcmpl-, resp_, msg_); still scrubbed.
+        if self.response_id is None and isinstance(value, str) and value:
+            self.response_id = scrub(value[:128])
+
+    def set_usage(self, **counts: object) -> None:
+        """Record token counts as the provider reported them (cumulative ones overwrite)."""
+        for name, value in counts.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[name] = value
+
+    def protocol_error(self, code: str) -> None:
+        self.protocol_errors[code] = self.protocol_errors.get(code, 0) + 1
+
+    def stream_error(self, shape: str, t_ms: float, type: object = None, code: object = None,
+                     message: object = None) -> None:
+        """An error the provider put inside the stream; counts as an `error` event too."""
+        self.emit(ev.ERROR, t_ms)
+        if len(self.errors) >= MAX_ERRORS:
+            return
+        text = message if isinstance(message, str) else None
+        self.errors.append({
+            "shape": shape,
+            "t_ms": round(t_ms, 1),
+            "type": token(type),
+            "code": token(code),
+            "message": scrub(text)[:300] if text else None,
+        })
+
+    # -- tool calls -------------------------------------------------------------------------
+    def tool_start(self, index: int, name: object, t_ms: float) -> ToolCall:
+        call = self.tool_calls.get(index)
+        if call is None and len(self.tool_calls) < MAX_TOOL_CALLS:
+            # A name the request did not define could be the model's words: keep only known ones.
+            kept = name if isinstance(name, str) and name in self.defined_tool_names else None
+            call = self.tool_calls[index] = ToolCall(index, kept, t_ms)
+        return call
+
+    def tool_arguments(self, index: int, nbytes: int) -> None:
+        call = self.tool_calls.get(index)
+        if call is not None:
+            call.arg_chunks += 1
+            call.arg_bytes += nbytes
+
+    def tool_completed(self, index: int) -> bool:
+        """Mark a call complete; return False if it was unknown or already complete."""
+        call = self.tool_calls.get(index)
+        if call is None or call.completed:
+            return False
+        call.completed = True
+        return True
+
+    def open_tool_calls(self) -> list[ToolCall]:
+        return [call for call in self.tool_calls.values() if not call.completed]
