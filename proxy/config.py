@@ -1,0 +1,215 @@
+"""Every option streamtap has, with its default and a line of doc, in one place.
+
+Three layers, later ones win: the defaults below, a TOML file (`--config`), command-line flags.
+An unknown key or a bad value is a ConfigError that names the key (and the nearest valid one), so
+the process can exit before it listens.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from diagnostics.dialects import DIALECT_NAMES
+
+
+class ConfigError(ValueError):
+    """A bad option. `key` is the option at fault, as the user wrote it."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"config error at `{key}`: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    url: str  # upstream base URL; the rest of the client's path and its query are appended
+    dialect: str | None = None  # force a dialect; default: inferred from path and content type
+    example_suffix: str = ""  # what a client's base URL adds after the route, shown at start
+
+    def base_url(self, host: str, port: int) -> str:
+        return f"http://{host}:{port}/{self.name}{self.example_suffix}"
+
+
+DEFAULT_ROUTES = {
+    route.name: route for route in (
+        Route("openai", "https://api.openai.com", example_suffix="/v1"),
+        Route("anthropic", "https://api.anthropic.com"),
+        Route("gemini", "https://generativelanguage.googleapis.com", example_suffix="/v1beta"),
+        Route("openrouter", "https://openrouter.ai/api", example_suffix="/v1"),
+        Route("deepseek", "https://api.deepseek.com"),
+        Route("moonshot", "https://api.moonshot.ai", example_suffix="/v1"),
+        Route("mistral", "https://api.mistral.ai", example_suffix="/v1"),
+        Route("groq", "https://api.groq.com/openai", example_suffix="/v1"),
+        Route("xai", "https://api.x.ai", example_suffix="/v1"),
+        Route("ollama", "http://127.0.0.1:11434"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    connect_timeout_ms: int = 30_000  # upstream TCP/TLS connect; 0 = wait forever
+    idle_timeout_ms: int = 0  # abort when no byte arrived for this long (0 = off)
+    progress_timeout_ms: int = 0  # abort when the model made no progress for this long (0 = off)
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"  # bind address; anything but loopback exposes the API keys it carries
+    port: int = 8787
+    trace_dir: str = "./streamtap-traces"
+    session: str = "default"  # session id when the request names none
+    session_headers: tuple[str, ...] = ("x-session-affinity", "x-opencode-session",
+                                        "x-session-id")
+    log_format: str = "auto"  # auto (console on a TTY, JSON otherwise) | console | json
+    capture_bodies: bool = False  # local debugging only: raw bodies go to a side file
+    keep_ratelimit_headers: bool = False  # rate-limit headers reveal tier and usage
+    max_request_body_bytes: int = 64 * 1024 * 1024  # larger bodies get a 413
+    max_header_bytes: int = 64 * 1024  # one request header line; a 10 kB session id must fit
+    max_frames: int = 10_000  # frames kept per record (head and tail)
+    max_line_bytes: int = 8 * 1024 * 1024  # longer SSE lines are a protocol error
+    uvloop: bool = True  # use uvloop when it is installed
+    routes: dict[str, Route] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
+    watchdog: Watchdog = field(default_factory=Watchdog)
+
+
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_LOG_FORMATS = ("auto", "console", "json")
+_TOP_KEYS = tuple(f.name for f in fields(Config))
+_WATCHDOG_KEYS = tuple(f.name for f in fields(Watchdog))
+_ROUTE_KEYS = ("url", "dialect")
+
+
+def _unknown(key: str, valid: tuple[str, ...], where: str = "") -> ConfigError:
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], valid, n=1)
+    hint = f"; did you mean `{where}{close[0]}`?" if close else f"; valid keys: {', '.join(valid)}"
+    return ConfigError(key, f"unknown key{hint}")
+
+
+def _expect(key: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(key, f"expected {what}, got {value!r}")
+
+
+def _non_negative(key: str, value: object) -> int:
+    _expect(key, value, int, "a whole number")
+    if value < 0:  # type: ignore[operator]
+        raise ConfigError(key, f"must be 0 or more, got {value}")
+    return value  # type: ignore[return-value]
+
+
+def check_url(key: str, url: object) -> str:
+    _expect(key, url, str, "an http(s) URL")
+    parts = urlsplit(url)  # type: ignore[arg-type]
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(key, f"expected an http(s) URL such as https://api.openai.com, got "
+                               f"{url!r}")
+    if parts.query or parts.fragment:
+        raise ConfigError(key, "a route URL takes no query or fragment")
+    return url.rstrip("/")  # type: ignore[union-attr]
+
+
+def make_route(name: str, url: object, dialect: object = None, key: str = "routes") -> Route:
+    if not _ROUTE_NAME.fullmatch(name) or name.startswith("_"):
+        raise ConfigError(f"{key}.{name}", "a route name is letters, digits, `_`, `.` or `-`")
+    url = check_url(f"{key}.{name}.url", url)
+    if dialect is not None:
+        _expect(f"{key}.{name}.dialect", dialect, str, "a dialect name")
+        if dialect not in DIALECT_NAMES:
+            raise _unknown(str(dialect), DIALECT_NAMES, "")  # names the bad dialect itself
+    previous = DEFAULT_ROUTES.get(name)
+    suffix = previous.example_suffix if previous and previous.url == url else ""
+    return Route(name, url, dialect, suffix)  # type: ignore[arg-type]
+
+
+def _routes(table: object) -> dict[str, Route]:
+    _expect("routes", table, dict, "a table of routes")
+    routes = dict(DEFAULT_ROUTES)
+    for name, spec in table.items():  # type: ignore[union-attr]
+        if isinstance(spec, str):
+            routes[name] = make_route(name, spec)
+            continue
+        _expect(f"routes.{name}", spec, dict, "a URL string or a table with `url`")
+        for key in spec:
+            if key not in _ROUTE_KEYS:
+                raise _unknown(f"routes.{name}.{key}", _ROUTE_KEYS, f"routes.{name}.")
+        if "url" not in spec:
+            raise ConfigError(f"routes.{name}.url", "missing; every route needs an upstream URL")
+        routes[name] = make_route(name, spec["url"], spec.get("dialect"))
+    return routes
+
+
+def _watchdog(table: object) -> Watchdog:
+    _expect("watchdog", table, dict, "a table")
+    values = {}
+    for key, value in table.items():  # type: ignore[union-attr]
+        if key not in _WATCHDOG_KEYS:
+            raise _unknown(f"watchdog.{key}", _WATCHDOG_KEYS, "watchdog.")
+        values[key] = _non_negative(f"watchdog.{key}", value)
+    return Watchdog(**values)
+
+
+def from_mapping(data: dict, base: Config = Config()) -> Config:
+    """Apply a parsed TOML document over `base`, validating every key."""
+    values: dict = {}
+    for key, value in data.items():
+        if key not in _TOP_KEYS:
+            raise _unknown(key, _TOP_KEYS)
+        if key == "routes":
+            values[key] = _routes(value)
+        elif key == "watchdog":
+            values[key] = _watchdog(value)
+        elif key == "session_headers":
+            _expect(key, value, list, "a list of header names")
+            for item in value:
+                _expect(key, item, str, "a header name")
+            values[key] = tuple(item.lower() for item in value)
+        else:
+            default = getattr(Config(), key)
+            if isinstance(default, bool):
+                _expect(key, value, bool, "true or false")
+            elif isinstance(default, int):
+                value = _non_negative(key, value)
+            else:
+                _expect(key, value, str, "a string")
+            values[key] = value
+    return validate(replace(base, **values))
+
+
+def validate(config: Config) -> Config:
+    if config.log_format not in _LOG_FORMATS:
+        raise ConfigError("log_format", f"expected one of {', '.join(_LOG_FORMATS)}, got "
+                                        f"{config.log_format!r}")
+    if not 0 <= config.port <= 65535:
+        raise ConfigError("port", f"expected 0..65535, got {config.port}")
+    if config.max_frames < 2:
+        raise ConfigError("max_frames", "keep at least 2 frames (a head and a tail)")
+    if not config.trace_dir:
+        raise ConfigError("trace_dir", "must name a directory")
+    return config
+
+
+def load_file(path: str | Path, base: Config = Config()) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--config", f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("--config", f"{path} is not valid TOML: {exc}") from None
+    return from_mapping(data, base)
+
+
+def parse_route_flag(text: str) -> Route:
+    """`NAME=URL` from `--route`."""
+    name, sep, url = text.partition("=")
+    if not sep or not name:
+        raise ConfigError("--route", f"expected NAME=URL, got {text!r}")
+    return make_route(name.strip(), url.strip(), key="--route")

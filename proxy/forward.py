@@ -1,0 +1,357 @@
+"""The pass-through: one Exchange per proxied request.
+
+It sends the client's request upstream as received, copies each upstream chunk downstream as it
+arrives (a slow client slows upstream reads), mirrors how the upstream ended (a reset is a reset,
+a FIN is a FIN, a clean end is a clean end), and tells the recorder what happened at a few named
+points. It knows nothing about JSON or dialects. Every exchange ends in exactly one trace record,
+whatever happens, including client aborts, watchdogs and shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from datetime import datetime, timezone
+
+import aiohttp
+from aiohttp import hdrs, web
+from multidict import CIMultiDict
+from yarl import URL
+
+from diagnostics.errors import fingerprint, looks_like_reset
+from diagnostics.recorder import Ending, Limits, Recorder
+from diagnostics.redact import safe_id
+
+from . import sockets
+from .watchdog import Watchdog
+
+# RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
+# recomputes it from the body it forwards, which is the body it received).
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
+                        "transfer-encoding", "upgrade", "expect"})
+# aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
+SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+MAX_CAPTURE_BYTES = 64 * 1024 * 1024
+
+
+def _connection_tokens(headers) -> set[str]:
+    names = set()
+    for value in headers.getall(hdrs.CONNECTION, ()):
+        names.update(part.strip().lower() for part in value.split(","))
+    return names
+
+
+def upstream_request_headers(headers) -> CIMultiDict:
+    """The client's headers minus hop-by-hop ones, Host, Content-Length and streamtap's own."""
+    named = _connection_tokens(headers)
+    kept = CIMultiDict()
+    for name, value in headers.items():
+        lname = name.lower()
+        if (lname in HOP_BY_HOP or lname in named or lname in ("host", "content-length")
+                or lname.startswith("x-streamtap-")):
+            continue
+        kept.add(name, value)
+    return kept
+
+
+def downstream_response_headers(headers) -> CIMultiDict:
+    named = _connection_tokens(headers)
+    return CIMultiDict((name, value) for name, value in headers.items()
+                       if name.lower() not in HOP_BY_HOP and name.lower() not in named)
+
+
+class PassThroughResponse(web.StreamResponse):
+    """A StreamResponse that adds nothing: aiohttp would add Content-Type, Date and Server."""
+
+    _ADDED_BY_AIOHTTP = (hdrs.CONTENT_TYPE, hdrs.DATE, hdrs.SERVER)
+
+    async def _prepare_headers(self) -> None:
+        had = {name for name in self._ADDED_BY_AIOHTTP if name in self.headers}
+        await super()._prepare_headers()
+        for name in self._ADDED_BY_AIOHTTP:
+            if name not in had:
+                self.headers.popall(name, None)
+
+
+def proxy_error_response(status: int, code: str, message: str) -> web.Response:
+    """An answer streamtap gives itself: JSON the SDKs can parse, and a header saying it was us."""
+    body = json.dumps({"error": {"type": code, "message": message}}).encode()
+    return web.Response(status=status, body=body, headers={
+        hdrs.CONTENT_TYPE: "application/json", hdrs.CONNECTION: "close",
+        "x-streamtap-error": code})
+
+
+def session_id_for(headers, session_headers: tuple[str, ...], default: str) -> str:
+    for name in ("x-streamtap-session", *session_headers):
+        value = headers.get(name)
+        if value:
+            return safe_id(value)
+    return safe_id(default) or "default"
+
+
+class Exchange:
+    """One client request and its upstream response, from arrival to trace record."""
+
+    def __init__(self, proxy, request: web.Request, route, rest: str):
+        self.proxy = proxy
+        self.request = request
+        self.route = route
+        self.rest = rest or "/"
+        config = proxy.config
+        self.loop = asyncio.get_running_loop()
+        self.t0 = self.loop.time()
+        self.task = asyncio.current_task()
+        self.interrupted: str | None = None  # shutdown | idle | progress
+        self.upstream: aiohttp.ClientResponse | None = None
+        self.response: web.StreamResponse | None = None
+        self.downstream_bytes = 0
+        self.last_byte_ms = 0.0
+        self.writing = False
+        self.capture = bytearray() if config.capture_bodies else None
+        self.request_body = b""
+        now = datetime.now(timezone.utc)
+        self.started = now
+        wd = config.watchdog
+        self.ending = Ending(watchdog={"connect_timeout_ms": wd.connect_timeout_ms,
+                                       "idle_timeout_ms": wd.idle_timeout_ms,
+                                       "progress_timeout_ms": wd.progress_timeout_ms})
+        headers = request.headers
+        self.recorder = Recorder(
+            trace_id=secrets.token_hex(8),
+            session_id=session_id_for(headers, config.session_headers, config.session),
+            message_id=safe_id(headers.get("x-streamtap-message")
+                               or headers.get("x-opencode-request")),
+            started_at=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            route=route.name, provider=route.name, configured_dialect=route.dialect,
+            limits=Limits(max_frames=config.max_frames, max_line=config.max_line_bytes,
+                          keep_ratelimit_headers=config.keep_ratelimit_headers),
+            capture=config.capture_bodies)
+        self.watchdog = Watchdog(self, wd.idle_timeout_ms, wd.progress_timeout_ms)
+
+    def now(self) -> float:
+        """Milliseconds since the request arrived."""
+        return (self.loop.time() - self.t0) * 1000.0
+
+    def interrupt(self, reason: str) -> None:
+        """streamtap ends this exchange itself (shutdown, a watchdog): cancel whatever it awaits."""
+        if self.interrupted is None and self.task is not None and not self.task.done():
+            self.interrupted = reason
+            self.task.cancel()
+
+    # -- the exchange -------------------------------------------------------------------------
+    async def run(self) -> web.StreamResponse:
+        self.proxy.inflight.add(self)
+        try:
+            return await self._run()
+        finally:
+            self.proxy.inflight.discard(self)
+            self.watchdog.stop()
+            self._write_record()
+
+    async def _run(self) -> web.StreamResponse:
+        try:
+            return await self._exchange()
+        except asyncio.CancelledError:
+            if self.interrupted is None:
+                # aiohttp cancels the handler when the client disconnects.
+                self.ending.downstream = "client_gone"
+                self._close_upstream()
+                raise
+            self.task.uncancel()
+            return self._interrupted()
+        except Exception as exc:  # a bug of ours must not lose the record or hang the client
+            self.proxy.log.exception("proxy_internal_error", route=self.route.name)
+            self.ending.proxy_reason = "internal_error"
+            self.ending.error = fingerprint("proxy", exc)
+            self._close_upstream()
+            if self.response is not None and self.response.prepared:
+                sockets.abort(self.request.transport)
+                self.ending.downstream = "aborted"
+                return self.response
+            return self._answer(500, "streamtap_internal_error",
+                                f"streamtap failed while proxying: {type(exc).__name__}")
+
+    async def _exchange(self) -> web.StreamResponse:
+        request, recorder, ending = self.request, self.recorder, self.ending
+        body = await self._read_body()
+        raw_rest = self.rest
+        recorder.on_request(request.method, raw_rest, request.headers.items(), body or b"")
+        if body is None:
+            ending.proxy_reason = "request_too_large"
+            limit = self.proxy.config.max_request_body_bytes
+            return self._answer(413, "streamtap_request_too_large",
+                                f"the request body is larger than streamtap's limit of {limit} "
+                                "bytes (max_request_body_bytes); nothing was forwarded")
+        self.request_body = body
+        self.watchdog.start()
+        upstream = await self._send(body)
+        if upstream is None:
+            return self.response  # type: ignore[return-value]
+        self.upstream = upstream
+        t = self.now()
+        self.last_byte_ms = t
+        recorder.on_response(upstream.status, upstream.headers.items(), t)
+        response = PassThroughResponse(status=upstream.status, reason=upstream.reason,
+                                       headers=downstream_response_headers(upstream.headers))
+        self.response = response
+        ending.downstream_status = upstream.status
+        try:
+            await response.prepare(request)
+        except ConnectionError as exc:
+            return self._client_gone(exc)
+        return await self._copy_body(upstream, response)
+
+    async def _read_body(self) -> bytes | None:
+        """The whole request body, or None when it is over the limit (nothing is forwarded)."""
+        limit = self.proxy.config.max_request_body_bytes
+        length = self.request.content_length
+        if length is not None and length > limit:
+            return None
+        body = bytearray()
+        async for chunk in self.request.content.iter_any():
+            body += chunk
+            if len(body) > limit:
+                return None
+        return bytes(body)
+
+    async def _send(self, body: bytes) -> aiohttp.ClientResponse | None:
+        request = self.request
+        url = URL(self.route.url + self.rest, encoded=True)
+        try:
+            return await self.proxy.session.request(
+                request.method, url, headers=upstream_request_headers(request.headers),
+                data=body if (body or request.content_length is not None) else None,
+                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS,
+                trace_request_ctx=self)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            connect = isinstance(exc, (aiohttp.ClientConnectorError,
+                                       aiohttp.ConnectionTimeoutError))
+            if isinstance(exc, aiohttp.ConnectionTimeoutError):
+                self.ending.watchdog_fired = "connect"
+            self.ending.upstream = "error"
+            self.ending.upstream_end_ms = self.now()
+            self.ending.error = fingerprint("upstream_connect" if connect else
+                                            "upstream_response", exc)
+            what = "connect to" if connect else "get a response from"
+            self.response = self._answer(
+                502, "streamtap_upstream_error",
+                f"streamtap could not {what} the upstream of route `{self.route.name}` "
+                f"({self.route.url}): {type(exc).__name__}: {exc}")
+            return None
+
+    async def _copy_body(self, upstream: aiohttp.ClientResponse,
+                         response: web.StreamResponse) -> web.StreamResponse:
+        """The hot loop: read a chunk, timestamp it, record it, write it."""
+        ending = self.ending
+        feed = self.recorder.feed
+        read = upstream.content.readany
+        write = response.write
+        capture = self.capture
+        clock, t0 = self.loop.time, self.t0
+        try:
+            while True:
+                chunk = await read()
+                if not chunk:
+                    break
+                t = (clock() - t0) * 1000.0
+                self.last_byte_ms = t
+                feed(chunk, t)
+                if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
+                    capture += chunk
+                self.writing = True
+                try:
+                    await write(chunk)
+                except ConnectionError as exc:
+                    return self._client_gone(exc)
+                finally:
+                    self.writing = False
+                self.downstream_bytes += len(chunk)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError) as exc:
+            return await self._mirror_upstream_failure(exc)
+        ending.upstream = "complete"
+        ending.upstream_end_ms = self.now()
+        upstream.release()
+        try:
+            await response.write_eof()
+        except ConnectionError as exc:
+            return self._client_gone(exc)
+        ending.downstream_end_ms = self.now()
+        return response
+
+    async def _mirror_upstream_failure(self, exc: BaseException) -> web.StreamResponse:
+        """The upstream died mid-body: end the client's connection the same way, with no final
+        chunk, so it sees an error (never a clean but short body)."""
+        ending = self.ending
+        ending.upstream_end_ms = self.now()
+        ending.error = fingerprint("upstream_read", exc)
+        transport = self.request.transport
+        self._close_upstream()
+        await sockets.drain(transport)
+        if looks_like_reset(exc):
+            ending.upstream = "reset"
+            sockets.reset(transport)
+        else:
+            ending.upstream = "truncated"
+            sockets.close(transport)
+        ending.downstream = "aborted"
+        ending.downstream_end_ms = self.now()
+        return self.response  # type: ignore[return-value]
+
+    def _client_gone(self, exc: BaseException) -> web.StreamResponse:
+        self.ending.downstream = "client_gone"
+        self.ending.downstream_end_ms = self.now()
+        if self.ending.error is None:
+            self.ending.error = fingerprint("downstream_write", exc)
+        self._close_upstream()
+        return self.response  # type: ignore[return-value]
+
+    def _interrupted(self) -> web.StreamResponse:
+        """After streamtap's own cancel: abort both sides, no awaiting."""
+        reason = self.interrupted
+        if reason == "shutdown":
+            self.ending.shutdown = True
+        else:
+            self.ending.watchdog_fired = reason
+        self._close_upstream()
+        if self.response is not None and self.response.prepared:
+            sockets.abort(self.request.transport)
+            self.ending.downstream = "aborted"
+            self.ending.downstream_end_ms = self.now()
+            return self.response
+        if reason == "shutdown":
+            return self._answer(503, "streamtap_shutdown",
+                                "streamtap is shutting down; the request was not completed")
+        return self._answer(504, f"streamtap_watchdog_{reason}",
+                            f"streamtap's {reason} watchdog fired before the response started")
+
+    def _close_upstream(self) -> None:
+        """Close (not release) the upstream connection, so the provider stops generating."""
+        if self.upstream is not None and not self.upstream.closed:
+            if self.ending.upstream not in ("complete", "reset", "truncated", "error"):
+                self.ending.upstream = "closed_by_proxy"
+                self.ending.upstream_end_ms = self.now()
+            self.upstream.close()
+
+    def _answer(self, status: int, code: str, message: str) -> web.Response:
+        self.ending.downstream_status = status
+        self.ending.downstream_end_ms = self.now()
+        response = proxy_error_response(status, code, message)
+        self.downstream_bytes = len(response.body)  # type: ignore[arg-type]
+        return response
+
+    # -- the record ------------------------------------------------------------------------------
+    def _write_record(self) -> None:
+        """Finish the record and hand it to the store. Synchronous: this runs even after a cancel."""
+        try:
+            self.ending.downstream_bytes = self.downstream_bytes
+            if self.ending.downstream_status is None and self.response is not None:
+                self.ending.downstream_status = self.response.status
+            record = self.recorder.finish(self.ending, self.now())
+            captured = None
+            if self.capture is not None:
+                captured = {"request": self.request_body, "response": bytes(self.capture)}
+            self.proxy.store.submit(record, self.started, captured)
+            self.proxy.log_exchange(record)
+        except Exception:  # never let bookkeeping break the client's response
+            self.proxy.log.exception("record_failed", route=self.route.name)

@@ -1,0 +1,100 @@
+"""`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from . import __version__
+from .app import PROXY_KEY, build_app
+from .config import Config
+from .logs import configure_logging
+from .store import TraceStore
+
+SHUTDOWN_GRACE_S = 5.0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def banner(config: Config, port: int) -> str:
+    host = config.host if ":" not in config.host else f"[{config.host}]"
+    lines = [f"streamtap {__version__} listening on http://{host}:{port}",
+             f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
+             "routes: point a client's base URL at the left column",]
+    width = max(len(route.base_url(host, port)) for route in config.routes.values())
+    for route in config.routes.values():
+        lines.append(f"  {route.base_url(host, port):<{width}}  ->  "
+                     f"{route.url}{route.example_suffix}")
+    if not is_loopback(config.host):
+        lines.append(f"WARNING: bound to {config.host}, not loopback: anyone who can reach this "
+                     "port can use the API keys your clients send through it.")
+    if config.capture_bodies:
+        lines.append("WARNING: --capture-bodies is on: raw request and response bodies (prompts, "
+                     "outputs, tool arguments) are written next to each trace record.")
+    return "\n".join(lines)
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
+    log = configure_logging(config.log_format)
+    store = TraceStore(config.trace_dir, log)
+    problem = store.check()
+    if problem:
+        log.error("trace_dir_unusable", problem=problem,
+                  hint="traffic is still forwarded; records will fail until this is fixed")
+    app = build_app(config, store, log)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                           max_line_size=config.max_header_bytes,
+                           max_field_size=config.max_header_bytes,
+                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        store.close()
+        print(f"streamtap: cannot listen on {config.host}:{config.port}: {exc.strerror or exc} "
+              "(choose another with --port)", file=sys.stderr)
+        return 1
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(banner(config, port), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+            pass
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
+    await runner.cleanup()
+    store.close()
+    return 0
+
+
+def run(config: Config) -> int:
+    """Run `serve` on uvloop when it is installed and wanted, else on asyncio's loop."""
+    factory = None
+    if config.uvloop and sys.platform != "win32":
+        try:
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        except ImportError:
+            pass
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(serve(config))

@@ -1,0 +1,29 @@
+import shutil
+
+import pytest
+
+from tests.fakeprovider import FakeProvider
+from tests.proxyproc import ProxyProcess
+
+
+@pytest.fixture(scope="session")
+def fake():
+    provider = FakeProvider().start()
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(fake, tmp_path_factory):
+    """A streamtap subprocess with a `fake` route to the fake provider (and the defaults)."""
+    process = ProxyProcess(tmp_path_factory.mktemp("proxy"), {"fake": fake.url})
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def node():
+    path = shutil.which("node")
+    if path is None:
+        pytest.fail("node is required for the end-to-end tests (.ci/run installs it)")
+    return path
