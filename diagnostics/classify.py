@@ -156,6 +156,23 @@ def error_retryable(status: int | None, *words: object) -> bool | None:
 
 
 # -- the table --------------------------------------------------------------------------------
+def trigger_words(at: str | None) -> str:
+    """`event:tool_input_delta:5` -> `after the 5th tool_input_delta`, and so on."""
+    at = at or ""
+    parts = at.split(":")
+    if parts[0] == "event" and len(parts) == 3 and parts[2].isdigit():
+        n = int(parts[2])
+        suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+        return f"after the {n}{suffix} {parts[1]}"
+    if len(parts) == 2 and parts[1].isdigit():
+        return {"events": f"after {parts[1]} frames", "bytes": f"after {parts[1]} bytes",
+                "ms": f"{parts[1]} ms after the first byte"}.get(parts[0], f"at `{at}`")
+    return {"request": "before contacting the upstream",
+            "headers": "right after the response headers",
+            "first_progress": "at the first model progress",
+            "terminal": "in place of the terminal event"}.get(at, f"at `{at}`")
+
+
 @rule
 def injected_fault(f: Facts) -> Verdict | None:
     fault = f.fault
@@ -165,10 +182,12 @@ def injected_fault(f: Facts) -> Verdict | None:
     evidence = [f"injected_{action}"]
     if f.downstream == "client_gone":
         evidence.append("client_gave_up")
-    when = fault.get("at") or "its trigger"
-    return Verdict("injected", stream_phase(f), "high", evidence + side_evidence(f), None,
-                   f"streamtap injected a {action} at {when} {doing(f, stream_phase(f))}, as "
-                   f"configured (rule `{fault.get('name')}`); this is not a real failure.")
+    phase = ev.BEFORE_RESPONSE if (f.status or 0) >= 400 else stream_phase(f)
+    gave_up = " The client gave up first." if f.downstream == "client_gone" else ""
+    return Verdict("injected", phase, "high", evidence + side_evidence(f), None,
+                   f"streamtap injected {action} {trigger_words(fault.get('at'))}, as "
+                   f"configured (rule `{fault.get('name')}`), {doing(f, phase)}.{gave_up} "
+                   "This is not a real failure.")
 
 
 @rule
@@ -186,11 +205,13 @@ def proxy_answered(f: Facts) -> Verdict | None:
     if not f.proxy_reason:
         return None
     reason = f.proxy_reason
-    retryable = False if reason == "request_too_large" else None
+    retryable = False if reason in ("request_too_large", "bad_fault_header") else None
     text = {
         "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
                              "answered 413 and sent nothing upstream",
         "internal_error": "streamtap hit an internal error and ended the exchange",
+        "bad_fault_header": "the x-streamtap-fault header was malformed, so streamtap answered "
+                            "400 and sent nothing upstream",
     }.get(reason, f"streamtap ended the exchange itself ({reason})")
     return Verdict("proxy", stream_phase(f), "high", [reason] + side_evidence(f), retryable,
                    text[0].upper() + text[1:] + ".")
@@ -264,8 +285,9 @@ def error_inside_stream(f: Facts) -> Verdict | None:
     retryable = error_retryable(None, first.get("type"), first.get("code"), first.get("message"))
     detail = f" ({kind})" if kind else ""
     return Verdict("provider_error", phase, "high", evidence + side_evidence(f), retryable,
-                   f"{f.provider} sent an error inside the stream{detail}, as a "
-                   f"{shape.replace('_', ' ')}, {doing(f, phase)}.")
+                   f"{f.provider} sent an error inside the stream{detail}, as "
+                   f"{'an' if shape[0] in 'aeiou' else 'a'} {shape.replace('_', ' ')}, "
+                   f"{doing(f, phase)}.")
 
 
 @rule
@@ -320,8 +342,8 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
         tail = "the client may have shown a short answer without any error."
     return Verdict("provider_close", phase, "medium", evidence + side_evidence(f),
                    not after_finish,
-                   f"{f.provider} (or a gateway in between) closed the stream cleanly "
-                   f"{doing(f, phase)}, without the terminal event; {tail}")
+                   f"{f.provider} (or a gateway in between) closed the stream cleanly, "
+                   f"without the terminal event, {doing(f, phase)}; {tail}")
 
 
 def classify(f: Facts) -> dict:

@@ -20,6 +20,7 @@ from .record import SCHEMA_VERSION
 from .redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
 from .request_summary import summarize_request
+from .shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from .sse import DEFAULT_MAX_LINE, NdjsonDecoder, SseDecoder
 from .stream import StreamState
 
@@ -33,6 +34,7 @@ class Limits:
     max_frames: int = 10_000
     max_line: int = DEFAULT_MAX_LINE
     max_body_parse: int = 8 * 1024 * 1024  # a JSON body larger than this is counted, not parsed
+    max_shapes: int = DEFAULT_MAX_SHAPES
     keep_ratelimit_headers: bool = False
 
 
@@ -73,6 +75,7 @@ class Recorder:
         self.response: dict | None = None
         self.request_id: str | None = None
         self.state = StreamState()
+        self.shapes = ShapeTable(max_shapes=limits.max_shapes)
         self.dialect: Dialect | None = None
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
         self._decompress = None
@@ -97,7 +100,7 @@ class Recorder:
         }
         self.request.update(summarize_request(body, path))
         names = self.request.get("tool_names") or ()
-        self.state.defined_tool_names = frozenset(names)
+        self.state.defined_tool_names = self.shapes.defined_tool_names = frozenset(names)
 
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""
@@ -166,10 +169,13 @@ class Recorder:
         if frame.comment:
             self.state.emit(ev.KEEPALIVE, t_ms)
             kind = ev.KEEPALIVE
+            shape = self.shapes.index_of(None, frame.data, kind)
         elif frame.unterminated:
-            kind = ev.UNTERMINATED
+            kind = ev.UNTERMINATED  # not interpreted: clients drop it too
+            shape = None
         else:
             kind = self.dialect.on_frame(frame, t_ms)
+            shape = self.shapes.index_of(frame.event, frame.data, kind)
         self.frame_count += 1
         last = self._last_frame_ms
         if last is None:
@@ -177,7 +183,7 @@ class Recorder:
         if t_ms - last > self.max_gap_ms:
             self.max_gap_ms = t_ms - last
         self._last_frame_ms = t_ms
-        entry = [t_ms, frame.size, kind]
+        entry = [t_ms, frame.size, kind, shape]
         if len(self._head) < self._head_cap:
             self._head.append(entry)
         else:
@@ -254,6 +260,8 @@ class Recorder:
             },
             "frames": frames,
             "frames_dropped": self.frame_count - len(frames),
+            "shapes": self.shapes.shapes,
+            "shapes_dropped": self.shapes.dropped,
             "stream": {
                 "bytes": self.stream_bytes,
                 "frame_count": self.frame_count,

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import aiohttp
 from aiohttp import web
 
 from .config import Config
+from .control import add_control_routes
+from .faults import FaultBook
 from .forward import Exchange, proxy_error_response
 from .logs import canonical_fields
 from .store import TraceStore
@@ -27,6 +30,7 @@ class Proxy:
         self.log = log
         self.session: aiohttp.ClientSession | None = None
         self.inflight: set[Exchange] = set()
+        self.faults = FaultBook([replace(rule) for rule in config.faults])
 
     def log_exchange(self, record: dict) -> None:
         outcome = record.get("outcome") or {}
@@ -118,6 +122,7 @@ def build_app(config: Config, store: TraceStore, log) -> web.Application:
     app.cleanup_ctx.append(upstream_session)
     app.on_shutdown.append(finish_inflight)
     app.router.add_get(CONTROL_PREFIX + "health", handle_health)
+    add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
     app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", handle_control_unknown)
     app.router.add_route("*", "/{tail:.*}", handle_forward)
     return app

@@ -69,6 +69,59 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return run(config)
 
 
+def _fault_parser(commands) -> None:
+    fault = commands.add_parser("fault", help="arm, list and remove fault rules on a running "
+                                              "proxy")
+    actions = fault.add_subparsers(dest="fault_command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--proxy", default="http://127.0.0.1:8787",
+                        help="the streamtap to talk to (default http://127.0.0.1:8787)")
+    add = actions.add_parser("add", parents=[common], help="arm a rule")
+    add.add_argument("--action", required=True)
+    add.add_argument("--name")
+    add.add_argument("--at", help="trigger: request, headers, first_progress, terminal, "
+                                  "event:<kind>:<n>, events:<n>, bytes:<n>, ms:<n>")
+    add.add_argument("--times", type=int, help="fire for the first N requests (default 1; 0 = "
+                                               "no limit)")
+    add.add_argument("--probability", type=float)
+    add.add_argument("--seed", type=int)
+    add.add_argument("--match", action="append", default=[], metavar="KEY=GLOB",
+                     help="route, path, model or session glob (repeatable)")
+    add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="an action parameter: status, style, type, code, message, "
+                          "duration_ms, then, latency_ms, jitter_ms, per_frame, bytes_per_s, "
+                          "mid_frame, retry_after (repeatable)")
+    actions.add_parser("list", parents=[common], help="list armed rules")
+    remove = actions.add_parser("remove", parents=[common], help="remove one rule")
+    remove.add_argument("name")
+    actions.add_parser("clear", parents=[common], help="remove every rule, config rules too")
+    fault.set_defaults(func=cmd_fault)
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    import json
+
+    from .control_client import ControlError, call, rule_from_flags
+    from .faults import FaultError
+
+    try:
+        if args.fault_command == "add":
+            rule = rule_from_flags(args.name, args.action, args.at, args.times,
+                                   args.probability, args.seed, args.match, args.set)
+            result = call(args.proxy, "POST", "faults", rule)
+        elif args.fault_command == "list":
+            result = call(args.proxy, "GET", "faults")
+        elif args.fault_command == "remove":
+            result = call(args.proxy, "DELETE", f"faults/{args.name}")
+        else:
+            result = call(args.proxy, "DELETE", "faults")
+    except (ControlError, FaultError) as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtap",
@@ -76,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "where a stream broke.")
     commands = parser.add_subparsers(dest="command", required=True)
     _serve_parser(commands)
+    _fault_parser(commands)
     return parser
 
 

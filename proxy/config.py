@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from diagnostics.dialects import DIALECT_NAMES
 
+from .faults import FaultError, FaultRule, rule_from_mapping
+
 
 class ConfigError(ValueError):
     """A bad option. `key` is the option at fault, as the user wrote it."""
@@ -74,9 +76,11 @@ class Config:
     max_header_bytes: int = 64 * 1024  # one request header line; a 10 kB session id must fit
     max_frames: int = 10_000  # frames kept per record (head and tail)
     max_line_bytes: int = 8 * 1024 * 1024  # longer SSE lines are a protocol error
+    max_shapes: int = 256  # distinct frame shapes kept per record
     uvloop: bool = True  # use uvloop when it is installed
     routes: dict[str, Route] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
     watchdog: Watchdog = field(default_factory=Watchdog)
+    faults: tuple[FaultRule, ...] = ()  # `[[faults]]` tables: rules armed from the start
 
 
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -155,6 +159,20 @@ def _watchdog(table: object) -> Watchdog:
     return Watchdog(**values)
 
 
+def _faults(tables: object) -> tuple[FaultRule, ...]:
+    _expect("faults", tables, list, "an array of [[faults]] tables")
+    rules: dict[str, FaultRule] = {}
+    for index, table in enumerate(tables):  # type: ignore[arg-type]
+        try:
+            rule = rule_from_mapping(table, "config", default_name=f"fault-{index + 1}")
+        except FaultError as exc:
+            raise ConfigError(f"faults[{index}].{exc.field}", exc.message) from None
+        if rule.name in rules:
+            raise ConfigError(f"faults[{index}].name", f"`{rule.name}` is used twice")
+        rules[rule.name] = rule
+    return tuple(rules.values())
+
+
 def from_mapping(data: dict, base: Config = Config()) -> Config:
     """Apply a parsed TOML document over `base`, validating every key."""
     values: dict = {}
@@ -165,6 +183,8 @@ def from_mapping(data: dict, base: Config = Config()) -> Config:
             values[key] = _routes(value)
         elif key == "watchdog":
             values[key] = _watchdog(value)
+        elif key == "faults":
+            values[key] = _faults(value)
         elif key == "session_headers":
             _expect(key, value, list, "a list of header names")
             for item in value:

@@ -24,6 +24,8 @@ from diagnostics.recorder import Ending, Limits, Recorder
 from diagnostics.redact import safe_id
 
 from . import sockets
+from .faults import FAULT_HEADER, FaultError, parse_fault_header
+from .inject import FaultRun
 from .watchdog import Watchdog
 
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
@@ -108,6 +110,7 @@ class Exchange:
         self.downstream_bytes = 0
         self.last_byte_ms = 0.0
         self.writing = False
+        self.fault: FaultRun | None = None
         self.capture = bytearray() if config.capture_bodies else None
         self.request_body = b""
         now = datetime.now(timezone.utc)
@@ -125,6 +128,7 @@ class Exchange:
             started_at=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             route=route.name, provider=route.name, configured_dialect=route.dialect,
             limits=Limits(max_frames=config.max_frames, max_line=config.max_line_bytes,
+                          max_shapes=config.max_shapes,
                           keep_ratelimit_headers=config.keep_ratelimit_headers),
             capture=config.capture_bodies)
         self.watchdog = Watchdog(self, wd.idle_timeout_ms, wd.progress_timeout_ms)
@@ -156,7 +160,7 @@ class Exchange:
             if self.interrupted is None:
                 # aiohttp cancels the handler when the client disconnects.
                 self.ending.downstream = "client_gone"
-                self._close_upstream()
+                self.close_upstream()
                 raise
             self.task.uncancel()
             return self._interrupted()
@@ -164,7 +168,7 @@ class Exchange:
             self.proxy.log.exception("proxy_internal_error", route=self.route.name)
             self.ending.proxy_reason = "internal_error"
             self.ending.error = fingerprint("proxy", exc)
-            self._close_upstream()
+            self.close_upstream()
             if self.response is not None and self.response.prepared:
                 sockets.abort(self.request.transport)
                 self.ending.downstream = "aborted"
@@ -184,7 +188,16 @@ class Exchange:
                                 f"the request body is larger than streamtap's limit of {limit} "
                                 "bytes (max_request_body_bytes); nothing was forwarded")
         self.request_body = body
+        try:
+            self.fault = self._choose_fault()
+        except FaultError as exc:
+            ending.proxy_reason = "bad_fault_header"
+            return self._answer(400, "streamtap_bad_fault", f"{exc}")
         self.watchdog.start()
+        if self.fault is not None:
+            answered = await self.fault.before_upstream()
+            if answered is not None:
+                return answered
         upstream = await self._send(body)
         if upstream is None:
             return self.response  # type: ignore[return-value]
@@ -197,10 +210,56 @@ class Exchange:
         self.response = response
         ending.downstream_status = upstream.status
         try:
-            await response.prepare(request)
+            if self.fault is not None:
+                answered = await self.fault.after_headers(upstream, response)
+                if answered is not None:
+                    return answered
+            if not response.prepared:
+                await response.prepare(request)
+            if self.fault is not None and not self.fault.fired:
+                return await self.fault.copy(upstream, response)
+            if self.fault is not None and self.fault.rule.action in ("delay", "throttle"):
+                return await self.fault.copy(upstream, response)
         except ConnectionError as exc:
             return self._client_gone(exc)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError) as exc:
+            return await self._mirror_upstream_failure(exc)
         return await self._copy_body(upstream, response)
+
+    def _choose_fault(self) -> FaultRun | None:
+        """The fault this request gets: its own header's rule, else an armed rule that matches."""
+        header = self.request.headers.get(FAULT_HEADER)
+        header_rule = parse_fault_header(header) if header else None
+        recorder = self.recorder
+        rule = self.proxy.faults.choose(header_rule, self.route.name,
+                                        recorder.request.get("path", ""),
+                                        recorder.request.get("model"), recorder.session_id)
+        return FaultRun(self, rule) if rule is not None else None
+
+    async def deliver(self, response: web.StreamResponse, data: bytes) -> None:
+        """Write bytes the client will see, recording them as what it saw (fault mode)."""
+        if not data:
+            return
+        self.recorder.feed(data, self.now())
+        if self.capture is not None and len(self.capture) < MAX_CAPTURE_BYTES:
+            self.capture += data
+        self.writing = True
+        try:
+            await response.write(data)
+        finally:
+            self.writing = False
+        self.downstream_bytes += len(data)
+
+    async def finish_upstream_clean(self, upstream: aiohttp.ClientResponse,
+                                    response: web.StreamResponse) -> web.StreamResponse:
+        """The upstream ended cleanly: end the client's response cleanly too."""
+        ending = self.ending
+        ending.upstream = "complete"
+        ending.upstream_end_ms = self.now()
+        upstream.release()
+        await response.write_eof()
+        ending.downstream_end_ms = self.now()
+        return response
 
     async def _read_body(self) -> bytes | None:
         """The whole request body, or None when it is over the limit (nothing is forwarded)."""
@@ -219,8 +278,12 @@ class Exchange:
         request = self.request
         url = URL(self.route.url + self.rest, encoded=True)
         try:
+            headers = upstream_request_headers(request.headers)
+            if self.fault is not None and self.fault.cuts_body:
+                # A fault that cuts on frames must read them: ask for an uncompressed body.
+                headers.popall(hdrs.ACCEPT_ENCODING, None)
             return await self.proxy.session.request(
-                request.method, url, headers=upstream_request_headers(request.headers),
+                request.method, url, headers=headers,
                 data=body if (body or request.content_length is not None) else None,
                 allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS,
                 trace_request_ctx=self)
@@ -269,15 +332,10 @@ class Exchange:
                 self.downstream_bytes += len(chunk)
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError) as exc:
             return await self._mirror_upstream_failure(exc)
-        ending.upstream = "complete"
-        ending.upstream_end_ms = self.now()
-        upstream.release()
         try:
-            await response.write_eof()
+            return await self.finish_upstream_clean(upstream, response)
         except ConnectionError as exc:
             return self._client_gone(exc)
-        ending.downstream_end_ms = self.now()
-        return response
 
     async def _mirror_upstream_failure(self, exc: BaseException) -> web.StreamResponse:
         """The upstream died mid-body: end the client's connection the same way, with no final
@@ -286,7 +344,7 @@ class Exchange:
         ending.upstream_end_ms = self.now()
         ending.error = fingerprint("upstream_read", exc)
         transport = self.request.transport
-        self._close_upstream()
+        self.close_upstream()
         await sockets.drain(transport)
         if looks_like_reset(exc):
             ending.upstream = "reset"
@@ -303,7 +361,7 @@ class Exchange:
         self.ending.downstream_end_ms = self.now()
         if self.ending.error is None:
             self.ending.error = fingerprint("downstream_write", exc)
-        self._close_upstream()
+        self.close_upstream()
         return self.response  # type: ignore[return-value]
 
     def _interrupted(self) -> web.StreamResponse:
@@ -313,7 +371,7 @@ class Exchange:
             self.ending.shutdown = True
         else:
             self.ending.watchdog_fired = reason
-        self._close_upstream()
+        self.close_upstream()
         if self.response is not None and self.response.prepared:
             sockets.abort(self.request.transport)
             self.ending.downstream = "aborted"
@@ -325,7 +383,7 @@ class Exchange:
         return self._answer(504, f"streamtap_watchdog_{reason}",
                             f"streamtap's {reason} watchdog fired before the response started")
 
-    def _close_upstream(self) -> None:
+    def close_upstream(self) -> None:
         """Close (not release) the upstream connection, so the provider stops generating."""
         if self.upstream is not None and not self.upstream.closed:
             if self.ending.upstream not in ("complete", "reset", "truncated", "error"):
@@ -345,6 +403,8 @@ class Exchange:
         """Finish the record and hand it to the store. Synchronous: this runs even after a cancel."""
         try:
             self.ending.downstream_bytes = self.downstream_bytes
+            if self.fault is not None:
+                self.ending.fault = self.fault.as_record()
             if self.ending.downstream_status is None and self.response is not None:
                 self.ending.downstream_status = self.response.status
             record = self.recorder.finish(self.ending, self.now())

@@ -48,7 +48,8 @@ class ProxyProcess:
         return f"http://127.0.0.1:{self.port}/{route}" if route else f"http://127.0.0.1:{self.port}"
 
     def log(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")
 
     def records(self, session: str, count: int = 1, timeout: float = 10.0) -> list[dict]:

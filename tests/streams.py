@@ -59,3 +59,38 @@ def anthropic_text_stream(words: int = 3) -> list[bytes]:
                     "usage": {"output_tokens": 12}}, "message_delta"),
                sse({"type": "message_stop"}, "message_stop")]
     return chunks
+
+
+def responses_event(obj: dict, seq: list[int]) -> bytes:
+    obj = {**obj, "sequence_number": seq[0]}
+    seq[0] += 1
+    return sse(obj, obj["type"])
+
+
+def responses_text_stream(words: int = 3, terminal: bool = True) -> list[bytes]:
+    """An OpenAI Responses stream (PROTOCOLS.md section 2) with one message item."""
+    seq = [0]
+    response = {"id": "resp_e2e1", "object": "response", "created_at": 1, "status": "in_progress",
+                "model": "gpt-test", "output": []}
+    chunks = [responses_event({"type": "response.created", "response": response}, seq),
+              responses_event({"type": "response.in_progress", "response": response}, seq),
+              responses_event({"type": "response.output_item.added", "output_index": 0, "item": {
+                  "id": "msg_e2e1", "type": "message", "status": "in_progress",
+                  "role": "assistant", "content": []}}, seq),
+              responses_event({"type": "response.content_part.added", "item_id": "msg_e2e1",
+                               "output_index": 0, "content_index": 0,
+                               "part": {"type": "output_text", "text": "", "annotations": []}},
+                              seq)]
+    chunks += [responses_event({"type": "response.output_text.delta", "item_id": "msg_e2e1",
+                                "output_index": 0, "content_index": 0,
+                                "delta": f"{CANARY_OUTPUT} {i} "}, seq) for i in range(words)]
+    chunks.append(responses_event({"type": "response.output_text.done", "item_id": "msg_e2e1",
+                                   "output_index": 0, "content_index": 0,
+                                   "text": CANARY_OUTPUT}, seq))
+    if terminal:
+        done = {**response, "status": "completed", "usage": {
+            "input_tokens": 5, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 12}}
+        chunks.append(responses_event({"type": "response.completed", "response": done}, seq))
+    return chunks

@@ -32,4 +32,12 @@ def test_example_config_loads_and_documents_every_option():
     assert config.routes["my-gateway"].dialect == "openai-chat"
     text = (REPO / "config.example.toml").read_text()
     for option in [f.name for f in fields(Config)] + [f.name for f in fields(Watchdog)]:
-        assert re.search(rf"^\[?{option}\]?( =|$)", text, re.M), f"{option} is not documented"
+        assert re.search(rf"^\[{{0,2}}{option}\]{{0,2}}( =|$)", text, re.M), f"{option} is not documented"
+
+
+def test_example_config_documents_every_fault_key():
+    from proxy.faults import _RULE_KEYS
+
+    text = (REPO / "config.example.toml").read_text()
+    for key in _RULE_KEYS:
+        assert re.search(rf"^{key} =", text, re.M), f"fault key {key} is not documented"

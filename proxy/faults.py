@@ -1,0 +1,239 @@
+"""Fault rules: what to inject, when, into which requests; and the book that holds them.
+
+A rule is one flat set of keys wherever it comes from (config `[[faults]]`, the
+`x-streamtap-fault` header, the control API, the CLI). When several rules match a request, the
+header wins, then API rules, then config rules. A rule with a `seed` draws from its own random
+sequence, so the same seed gives the same pattern of fired faults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import random
+import re
+from dataclasses import asdict, dataclass, field, fields
+
+from diagnostics.triggers import Trigger, TriggerError, parse_trigger
+
+ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
+           "delay", "throttle")
+# Faults that only slow a stream; the others end or alter it (and make the outcome `injected`).
+SLOWING = ("delay", "throttle")
+DEFAULT_AT = {"http_error": "request", "drop_terminal": "terminal", "delay": "headers"}
+MATCH_KEYS = ("route", "path", "model", "session")
+SOURCES = ("header", "api", "config")
+FAULT_HEADER = "x-streamtap-fault"
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+class FaultError(ValueError):
+    """A bad rule. `field` names the key at fault."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"fault rule `{field}`: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass
+class FaultRule:
+    name: str
+    action: str
+    at: str = ""
+    match: dict[str, str] = field(default_factory=dict)
+    probability: float = 1.0
+    seed: int | None = None
+    times: int = 0  # fire for the first N requests the rule is chosen for; 0 = no limit
+    # action parameters
+    status: int = 500
+    retry_after: str | None = None
+    style: str = "event"  # error_chunk: event (the dialect's native error) | wrapped
+    type: str | None = None
+    code: str | int | None = None
+    message: str | None = None
+    duration_ms: int = 0  # stall: 0 = until the client gives up
+    then: str = "close"  # stall: how it ends, close | reset
+    latency_ms: int = 0
+    jitter_ms: int = 0
+    per_frame: bool = False
+    bytes_per_s: int = 0
+    mid_frame: bool = False
+    # bookkeeping (not part of a rule as written)
+    source: str = "config"
+    chosen: int = 0
+
+    @property
+    def trigger(self) -> Trigger:
+        return parse_trigger(self.at)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("chosen")
+        return {key: value for key, value in data.items() if value not in (None, {}, "")}
+
+    def matches(self, route: str, path: str, model: str | None, session: str) -> bool:
+        values = {"route": route, "path": path, "model": model or "", "session": session}
+        return all(fnmatch.fnmatchcase(values[key], pattern)
+                   for key, pattern in self.match.items())
+
+
+_RULE_KEYS = tuple(f.name for f in fields(FaultRule) if f.name not in ("source", "chosen"))
+_INT_KEYS = ("times", "status", "duration_ms", "latency_ms", "jitter_ms", "bytes_per_s")
+_BOOL_KEYS = ("per_frame", "mid_frame")
+
+
+def _check_int(key: str, value: object) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FaultError(key, f"expected a whole number >= 0, got {value!r}")
+    return value
+
+
+def _check_bool(key: str, value: object) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    if not isinstance(value, bool):
+        raise FaultError(key, f"expected true or false, got {value!r}")
+    return value
+
+
+def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultRule:
+    """Validate one rule from any source; errors name the key at fault."""
+    if not isinstance(data, dict):
+        raise FaultError("rule", "expected a table/object of rule keys")
+    for key in data:
+        if key not in _RULE_KEYS:
+            close = difflib.get_close_matches(key, _RULE_KEYS, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else f"; keys: {', '.join(_RULE_KEYS)}"
+            raise FaultError(key, f"unknown key{hint}")
+    values = dict(data)
+    action = values.get("action")
+    if action not in ACTIONS:
+        close = difflib.get_close_matches(str(action), ACTIONS, n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        raise FaultError("action", f"expected one of {', '.join(ACTIONS)}, got {action!r}{hint}")
+    name = values.get("name") or default_name or action
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise FaultError("name", f"use letters, digits, `_`, `.` or `-` (got {name!r})")
+    values["name"] = name
+    at = values.get("at") or DEFAULT_AT.get(action, "first_progress")
+    if not isinstance(at, str):
+        raise FaultError("at", f"expected a trigger string, got {at!r}")
+    try:
+        trigger = parse_trigger(at)
+    except TriggerError as exc:
+        raise FaultError("at", str(exc)) from None
+    values["at"] = trigger.text
+    if action == "http_error" and trigger.kind != "request":
+        raise FaultError("at", "http_error answers instead of the upstream, so it fires at "
+                               "`request`")
+    if action == "drop_terminal" and trigger.kind != "terminal":
+        raise FaultError("at", "drop_terminal removes the terminal event, so it fires at "
+                               "`terminal`")
+    match = values.get("match", {})
+    if not isinstance(match, dict):
+        raise FaultError("match", "expected a table of KEY = GLOB")
+    for key, pattern in match.items():
+        if key not in MATCH_KEYS:
+            raise FaultError(f"match.{key}", f"match keys are {', '.join(MATCH_KEYS)}")
+        if not isinstance(pattern, str):
+            raise FaultError(f"match.{key}", f"expected a glob string, got {pattern!r}")
+    probability = values.get("probability", 1.0)
+    try:
+        probability = float(probability)
+    except (TypeError, ValueError):
+        raise FaultError("probability", f"expected a number from 0 to 1, got {probability!r}")
+    if not 0.0 <= probability <= 1.0:
+        raise FaultError("probability", f"expected a number from 0 to 1, got {probability}")
+    values["probability"] = probability
+    if values.get("seed") is not None:
+        values["seed"] = _check_int("seed", values["seed"])
+    for key in _INT_KEYS:
+        if key in values:
+            values[key] = _check_int(key, values[key])
+    for key in _BOOL_KEYS:
+        if key in values:
+            values[key] = _check_bool(key, values[key])
+    if "times" not in values:
+        values["times"] = 0 if source == "config" else 1
+    if action == "http_error" and not 400 <= values.get("status", 500) <= 599:
+        raise FaultError("status", f"expected an HTTP error status 400..599, got "
+                                   f"{values['status']}")
+    if values.get("style", "event") not in ("event", "wrapped"):
+        raise FaultError("style", "expected `event` (the dialect's own error) or `wrapped`")
+    if values.get("then", "close") not in ("close", "reset"):
+        raise FaultError("then", "a stall ends with `close` or `reset`")
+    if action == "throttle" and not values.get("bytes_per_s"):
+        raise FaultError("bytes_per_s", "throttle needs bytes_per_s > 0")
+    for key in ("type", "message", "retry_after"):
+        if key in values and values[key] is not None and not isinstance(values[key], str):
+            raise FaultError(key, f"expected a string, got {values[key]!r}")
+    return FaultRule(**values, source=source)
+
+
+def parse_fault_header(value: str) -> FaultRule:
+    """`reset; at=event:tool_input_delta:5; times=1` -> a rule for this one request."""
+    parts = [part.strip() for part in value.split(";") if part.strip()]
+    if not parts:
+        raise FaultError("x-streamtap-fault", "empty; expected `ACTION; key=value; ...`")
+    data: dict = {"action": parts[0]}
+    for part in parts[1:]:
+        key, sep, item = part.partition("=")
+        key = key.strip()
+        if not sep:
+            raise FaultError(key, "expected key=value")
+        if key.startswith("match."):
+            data.setdefault("match", {})[key[6:]] = item.strip()
+        else:
+            data[key] = item.strip()
+    return rule_from_mapping(data, "header", default_name="header")
+
+
+class FaultBook:
+    """Every armed rule, and the choice of the rule for a request."""
+
+    def __init__(self, config_rules: list[FaultRule] = ()):
+        self.rules: dict[str, FaultRule] = {}
+        self._random: dict[str, random.Random] = {}
+        for rule in config_rules:
+            self.add(rule)
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        self.rules[rule.name] = rule
+        self._random[rule.name] = random.Random(rule.seed)
+        return rule
+
+    def remove(self, name: str) -> bool:
+        self._random.pop(name, None)
+        return self.rules.pop(name, None) is not None
+
+    def clear(self) -> int:
+        count = len(self.rules)
+        self.rules.clear()
+        self._random.clear()
+        return count
+
+    def listing(self) -> list[dict]:
+        return [rule.as_dict() | {"chosen": rule.chosen} for rule in self._ordered()]
+
+    def _ordered(self) -> list[FaultRule]:
+        return sorted(self.rules.values(), key=lambda rule: SOURCES.index(rule.source))
+
+    def choose(self, header_rule: FaultRule | None, route: str, path: str, model: str | None,
+               session: str) -> FaultRule | None:
+        """The rule this request gets, if any. A matching rule draws its probability once per
+        request; `times` counts the requests it was chosen for."""
+        if header_rule is not None:
+            return header_rule
+        for rule in self._ordered():
+            if rule.times and rule.chosen >= rule.times:
+                continue
+            if not rule.matches(route, path, model, session):
+                continue
+            if rule.probability < 1.0 and self._random[rule.name].random() >= rule.probability:
+                continue
+            rule.chosen += 1
+            return rule
+        return None

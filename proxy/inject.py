@@ -1,0 +1,217 @@
+"""The machinery that carries out a fault: cut, stall, inject an error, slow down.
+
+A FaultRun belongs to one Exchange. Before the body it can answer instead of the upstream
+(`http_error`, and any action at `request`) or act right after the headers; in the body it
+forwards frame-aligned (holding back a frame until it is complete, so a cut lands on a frame
+boundary) and acts where the trigger fires. The recorder is fed what the client received, so an
+injected record describes what the client saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+from aiohttp import hdrs, web
+
+from diagnostics.dialects import dialect_for_path
+from diagnostics.errorframes import error_body, native_error_frame, wrapped_error_frame
+from diagnostics.triggers import FrameScanner
+
+from . import sockets
+from .faults import FaultRule
+
+STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
+
+
+class FaultRun:
+    def __init__(self, exchange, rule: FaultRule):
+        self.ex = exchange
+        self.rule = rule
+        self.trigger = rule.trigger
+        self.fired = False
+        self.fired_at_ms: float | None = None
+        self.frames_before = 0
+        self._jitter = random.Random(rule.seed)
+
+    def as_record(self) -> dict:
+        rule = self.rule
+        return {"name": rule.name, "action": rule.action, "at": rule.at, "fired": self.fired,
+                "fired_at_ms": round(self.fired_at_ms, 1) if self.fired_at_ms is not None
+                else None, "frames_before": self.frames_before, "source": rule.source}
+
+    @property
+    def cuts_body(self) -> bool:
+        """Whether the fault needs to read the body frame by frame (so: uncompressed)."""
+        return not self.trigger.before_body
+
+    def _fire(self, frames_before: int = 0) -> None:
+        self.fired = True
+        self.fired_at_ms = self.ex.now()
+        self.frames_before = frames_before
+
+    def _delay_s(self) -> float:
+        jitter = self._jitter.uniform(0, self.rule.jitter_ms) if self.rule.jitter_ms else 0.0
+        return (self.rule.latency_ms + jitter) / 1000.0
+
+    def _dialect(self) -> str | None:
+        recorder = self.ex.recorder
+        if recorder.dialect is not None and recorder.dialect.name not in ("json", "unknown",
+                                                                            "sse"):
+            return recorder.dialect.name
+        return self.ex.route.dialect or dialect_for_path(recorder.request.get("path", ""))
+
+    def error_frame(self) -> bytes:
+        rule = self.rule
+        dialect = self._dialect() or "openai-chat"
+        build = wrapped_error_frame if rule.style == "wrapped" else native_error_frame
+        return build(dialect, rule.type, rule.code, rule.message)
+
+    # -- before the body ----------------------------------------------------------------------
+    async def before_upstream(self) -> web.StreamResponse | None:
+        """At `request`: act instead of contacting the upstream; None lets the request go on."""
+        if self.trigger.kind != "request":
+            return None
+        rule, ex = self.rule, self.ex
+        self._fire()
+        if rule.action == "delay":
+            await asyncio.sleep(self._delay_s())
+            return None
+        if rule.action == "throttle":
+            return None  # throttling starts with the first byte of the body
+        if rule.action == "http_error":
+            body = error_body(self._dialect(), rule.status, rule.type, rule.code, rule.message)
+            headers = {hdrs.CONTENT_TYPE: "application/json"}
+            if rule.retry_after:
+                headers[hdrs.RETRY_AFTER] = rule.retry_after
+            payload = json.dumps(body).encode()
+            response = web.Response(status=rule.status, body=payload, headers=headers)
+            # Feed the recorder as if the provider had answered: the record shows what the
+            # client saw, and `fault` says who really did.
+            t = ex.now()
+            ex.recorder.on_response(rule.status, headers.items(), t)
+            ex.recorder.feed(payload, t)
+            ex.ending.downstream_status = rule.status
+            ex.downstream_bytes = len(payload)
+            return response
+        # Any other action before a response exists: answer headers of a stream, then act.
+        response = web.StreamResponse(status=200, headers={
+            hdrs.CONTENT_TYPE: "text/event-stream; charset=utf-8"})
+        ex.recorder.on_response(200, response.headers.items(), ex.now())
+        ex.response = response
+        ex.ending.downstream_status = 200
+        await response.prepare(ex.request)
+        return await self._act(response, b"", upstream=None)
+
+    async def after_headers(self, upstream, response: web.StreamResponse
+                            ) -> web.StreamResponse | None:
+        """At `headers` (before they go out for a delay, right after them for the rest)."""
+        if self.trigger.kind != "headers":
+            return None
+        self._fire()
+        if self.rule.action == "delay":
+            await asyncio.sleep(self._delay_s())
+            return None
+        if self.rule.action == "throttle":
+            return None
+        await response.prepare(self.ex.request)
+        return await self._act(response, b"", upstream)
+
+    # -- in the body ----------------------------------------------------------------------------
+    async def copy(self, upstream, response: web.StreamResponse) -> web.StreamResponse:
+        """The fault-mode copy loop: frame-aligned forwarding until the trigger fires."""
+        ex = self.ex
+        dialect_class = type(ex.recorder.dialect) if ex.recorder.dialect else None
+        scanner = FrameScanner(dialect_class, self.trigger, self.rule.mid_frame) \
+            if dialect_class is not None and not self.fired else None
+        pending = bytearray()
+        delivered = 0  # absolute offset of pending[0]
+        first_byte_ms: float | None = None
+        read = upstream.content.readany
+        while True:
+            try:
+                chunk = await read()
+            except Exception:
+                await ex.deliver(response, bytes(pending))  # what arrived before it broke
+                raise
+            if not chunk:
+                break
+            t = ex.now()
+            if first_byte_ms is None:
+                first_byte_ms = t
+            ex.last_byte_ms = t
+            if self.fired:  # delay per frame or throttle after firing
+                await self._slow_write(response, chunk)
+                continue
+            pending += chunk
+            cut = scanner.feed(chunk, t, t - first_byte_ms) if scanner else None
+            if cut is None:
+                # Forward whole frames only, so that a later cut can land on a boundary.
+                if scanner is not None and scanner.decoder is not None:
+                    ready = scanner.offset - delivered
+                else:
+                    ready = len(pending)
+                if ready > 0:
+                    await ex.deliver(response, bytes(pending[:ready]))
+                    del pending[:ready]
+                    delivered += ready
+                continue
+            self._fire(scanner.frames_before)
+            head = bytes(pending[:cut - delivered])
+            skip_to = scanner.skip_to if scanner.skip_to is not None else cut
+            rest = bytes(pending[skip_to - delivered:])
+            if self.rule.action in ("delay", "throttle"):
+                await ex.deliver(response, head)
+                if self.rule.action == "delay" and not self.rule.per_frame:
+                    await asyncio.sleep(self._delay_s())
+                    await ex.deliver(response, rest)
+                else:
+                    await self._slow_write(response, rest)
+                pending.clear()
+                continue
+            return await self._act(response, head, upstream)
+        await ex.deliver(response, bytes(pending))
+        return await ex.finish_upstream_clean(upstream, response)
+
+    async def _slow_write(self, response: web.StreamResponse, data: bytes) -> None:
+        ex, rule = self.ex, self.rule
+        if rule.action == "delay":
+            if data:
+                await asyncio.sleep(self._delay_s())
+                await ex.deliver(response, data)
+            return
+        step = max(1, rule.bytes_per_s // 20)  # 50 ms slices
+        for start in range(0, len(data), step):
+            piece = data[start:start + step]
+            await ex.deliver(response, piece)
+            await asyncio.sleep(len(piece) / rule.bytes_per_s)
+
+    async def _act(self, response: web.StreamResponse, head: bytes,
+                   upstream) -> web.StreamResponse:
+        """Deliver `head`, then end or alter the stream as the rule says."""
+        ex, rule = self.ex, self.rule
+        if head:
+            await ex.deliver(response, head)
+        ex.close_upstream()
+        action = rule.action
+        if action == "stall":
+            await asyncio.sleep(rule.duration_ms / 1000.0 if rule.duration_ms
+                                else STALL_FOREVER_S)
+            action = "reset" if rule.then == "reset" else "close"
+        if action == "error_chunk":
+            await ex.deliver(response, self.error_frame())
+            action = "close"
+        transport = ex.request.transport
+        if action in ("close", "drop_terminal"):
+            await response.write_eof()
+            ex.ending.downstream_end_ms = ex.now()
+            return response
+        await sockets.drain(transport)
+        if action == "reset":
+            sockets.reset(transport)
+        else:  # truncate: a FIN with no final chunk
+            sockets.close(transport)
+        ex.ending.downstream = "aborted"
+        ex.ending.downstream_end_ms = ex.now()
+        return response
