@@ -76,6 +76,7 @@ class Recorder:
         self.request_id: str | None = None
         self.state = StreamState()
         self.shapes = ShapeTable(max_shapes=limits.max_shapes)
+        self.body_shape: int | None = None  # the shape of a whole JSON body (json dialect)
         self.dialect: Dialect | None = None
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
         self._decompress = None
@@ -205,7 +206,10 @@ class Recorder:
             if self._decoder.overlong_lines:
                 self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
         if self._body is not None and self.dialect is not None:
-            self.dialect.on_body(bytes(self._body), t_ms)
+            body = bytes(self._body)
+            self.dialect.on_body(body, t_ms)
+            if body.strip():
+                self.body_shape = self.shapes.index_of(None, body, "body")
         if self.dialect is not None:
             self.dialect.on_end(t_ms)
 
@@ -274,6 +278,7 @@ class Recorder:
                 "tool_calls": [call.as_dict() for call in state.tool_calls.values()],
                 "errors": list(state.errors),
                 "protocol_errors": dict(state.protocol_errors),
+                "body_shape": self.body_shape,
             },
             "error": error,
             "downstream": {

@@ -19,10 +19,8 @@ from diagnostics.dialects import dialect_for_path
 from diagnostics.errorframes import error_body, native_error_frame, wrapped_error_frame
 from diagnostics.triggers import FrameScanner
 
-from . import sockets
+from .endings import end_response, stall
 from .faults import FaultRule
-
-STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
 
 
 class FaultRun:
@@ -196,22 +194,11 @@ class FaultRun:
         ex.close_upstream()
         action = rule.action
         if action == "stall":
-            await asyncio.sleep(rule.duration_ms / 1000.0 if rule.duration_ms
-                                else STALL_FOREVER_S)
-            action = "reset" if rule.then == "reset" else "close"
+            await stall(rule.duration_ms / 1000.0)
+            action = rule.then
         if action == "error_chunk":
             await ex.deliver(response, self.error_frame())
-            action = "close"
-        transport = ex.request.transport
-        if action in ("close", "drop_terminal"):
-            await response.write_eof()
-            ex.ending.downstream_end_ms = ex.now()
-            return response
-        await sockets.drain(transport)
-        if action == "reset":
-            sockets.reset(transport)
-        else:  # truncate: a FIN with no final chunk
-            sockets.close(transport)
-        ex.ending.downstream = "aborted"
+        how = action if action in ("reset", "truncate") else "close"
+        ex.ending.downstream = await end_response(response, ex.request.transport, how)
         ex.ending.downstream_end_ms = ex.now()
         return response

@@ -1,0 +1,34 @@
+"""How a response ends, carried out on a real connection: cleanly, with a FIN mid-body, with a
+reset, or after a stall. Shared by fault injection and replay, so a replayed reset is the same
+reset an injected one is."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from . import sockets
+
+STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
+ENDS = ("close", "truncate", "reset")
+
+
+async def stall(duration_s: float | None) -> None:
+    """Send nothing for `duration_s` (None: until the client leaves, which cancels the handler)."""
+    await asyncio.sleep(duration_s if duration_s else STALL_FOREVER_S)
+
+
+async def end_response(response: web.StreamResponse, transport, how: str) -> str:
+    """End `response` as `how` says; return what the client saw (complete | aborted)."""
+    if how == "close":
+        await response.write_eof()
+        return "complete"
+    await sockets.drain(transport)
+    if how == "reset":
+        sockets.reset(transport)
+    elif how == "truncate":
+        sockets.close(transport)  # a FIN with no final chunk
+    else:
+        raise ValueError(f"unknown ending {how!r}; expected one of {', '.join(ENDS)}")
+    return "aborted"
