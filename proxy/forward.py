@@ -216,9 +216,7 @@ class Exchange:
                     return answered
             if not response.prepared:
                 await response.prepare(request)
-            if self.fault is not None and not self.fault.fired:
-                return await self.fault.copy(upstream, response)
-            if self.fault is not None and self.fault.rule.action in ("delay", "throttle"):
+            if self.fault is not None and (not self.fault.fired or self.fault.slows_every_chunk):
                 return await self.fault.copy(upstream, response)
         except ConnectionError as exc:
             return self._client_gone(exc)

@@ -44,6 +44,12 @@ class FaultRun:
         """Whether the fault needs to read the body frame by frame (so: uncompressed)."""
         return not self.trigger.before_body
 
+    @property
+    def slows_every_chunk(self) -> bool:
+        """Once fired, whether every later chunk is slowed (throttle, delay per frame)."""
+        return self.rule.action == "throttle" or (self.rule.action == "delay"
+                                                  and self.rule.per_frame)
+
     def _fire(self, frames_before: int = 0) -> None:
         self.fired = True
         self.fired_at_ms = self.ex.now()
@@ -139,8 +145,11 @@ class FaultRun:
             if first_byte_ms is None:
                 first_byte_ms = t
             ex.last_byte_ms = t
-            if self.fired:  # delay per frame or throttle after firing
-                await self._slow_write(response, chunk)
+            if self.fired:  # a delay or throttle already fired: the rest flows (slowed or not)
+                if self.slows_every_chunk:
+                    await self._slow_write(response, chunk)
+                else:
+                    await ex.deliver(response, chunk)
                 continue
             pending += chunk
             cut = scanner.feed(chunk, t, t - first_byte_ms) if scanner else None
@@ -161,23 +170,39 @@ class FaultRun:
             rest = bytes(pending[skip_to - delivered:])
             if self.rule.action in ("delay", "throttle"):
                 await ex.deliver(response, head)
-                if self.rule.action == "delay" and not self.rule.per_frame:
+                if self.slows_every_chunk:
+                    await self._slow_write(response, rest)
+                else:
                     await asyncio.sleep(self._delay_s())
                     await ex.deliver(response, rest)
-                else:
-                    await self._slow_write(response, rest)
+                    scanner = None  # the delay happened once: forward the rest as it comes
                 pending.clear()
                 continue
             return await self._act(response, head, upstream)
         await ex.deliver(response, bytes(pending))
         return await ex.finish_upstream_clean(upstream, response)
 
+    def _frame_pieces(self, data: bytes) -> list[bytes]:
+        """`data` cut after each frame end (a blank line; a line for NDJSON), for per-frame delays."""
+        dialect = self.ex.recorder.dialect
+        if dialect is not None and dialect.framing == "ndjson":
+            separator = b"\n"
+        else:  # Gemini ends its events with CRLF CRLF
+            separator = b"\r\n\r\n" if b"\r\n\r\n" in data else b"\n\n"
+        pieces, start = [], 0
+        while (end := data.find(separator, start)) >= 0:
+            pieces.append(data[start:end + len(separator)])
+            start = end + len(separator)
+        if start < len(data):
+            pieces.append(data[start:])
+        return pieces
+
     async def _slow_write(self, response: web.StreamResponse, data: bytes) -> None:
         ex, rule = self.ex, self.rule
         if rule.action == "delay":
-            if data:
+            for piece in self._frame_pieces(data):
                 await asyncio.sleep(self._delay_s())
-                await ex.deliver(response, data)
+                await ex.deliver(response, piece)
             return
         step = max(1, rule.bytes_per_s // 20)  # 50 ms slices
         for start in range(0, len(data), step):

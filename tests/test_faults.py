@@ -249,3 +249,36 @@ def test_cli_arms_lists_and_clears(fake, proxy):
     assert bad.returncode == 1 and "field `at`" in bad.stderr
     assert cli("clear").returncode == 0
     assert json.loads(cli("list").stdout)["faults"] == []
+
+
+def test_delay_once_at_headers_and_throttle_slow_but_do_not_break(fake, proxy):
+    import time
+
+    prefix = fake.add(Scenario(chat_text_stream(5)))
+    url = proxy.url("fake") + prefix + "/v1/chat/completions"
+    for fault, at_least_s in (("delay; latency_ms=400", 0.4),
+                              ("delay; at=first_progress; latency_ms=100; per_frame=true", 0.5),
+                              ("throttle; at=headers; bytes_per_s=2000", 0.3)):
+        session = new_session()
+        started = time.monotonic()
+        received, error = httpx_read_all(url, {"x-streamtap-session": session,
+                                               "x-streamtap-fault": fault})
+        elapsed = time.monotonic() - started
+        assert error is None and received > 0
+        assert elapsed >= at_least_s, (fault, elapsed)
+        record = proxy.record(session)
+        assert record["fault"]["fired"] is True
+        assert record["outcome"]["boundary"] == "none"  # slowed, not broken
+        assert record["stream"]["terminal"] == "[DONE]"
+
+
+def httpx_read_all(url: str, headers: dict) -> tuple[int, Exception | None]:
+    received = 0
+    try:
+        with httpx.Client(timeout=10) as client:
+            with client.stream("POST", url, json={"stream": True}, headers=headers) as resp:
+                for chunk in resp.iter_raw():
+                    received += len(chunk)
+    except httpx.HTTPError as exc:
+        return received, exc
+    return received, None
