@@ -240,7 +240,8 @@ class Recorder:
             error = error or {"where": "upstream_response", "type": "HTTPError",
                               "message": None, "code": None, "cause": None}
             error["status"] = status
-            error.update(provider_error or {})
+            error.update(provider_error or
+                         {"error_type": None, "error_code": None, "error_message": None})
         frames = self._head + list(self._tail)
         for entry in frames:
             entry[0] = round(entry[0], 1)

@@ -27,6 +27,7 @@ _SECRET = re.compile(
     | (?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-*]+         # credentials with their scheme
     | eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}(?:\.[A-Za-z0-9_\-]*)?   # JWT-like
     | AIza[A-Za-z0-9_\-]{20,}                          # Google API keys
+    | (?<![A-Za-z0-9])(?:org|proj)[-_][A-Za-z0-9]{16,}  # OpenAI organization / project ids
     | (?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{32,}={0,2}  # long base64 / hex tokens
     """,
     re.VERBOSE,

@@ -47,7 +47,8 @@ def _tool_names(tools: list) -> list[str]:
 def _count_tools(tools: list) -> int:
     count = 0
     for tool in tools:
-        declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
+        declarations = (tool.get("functionDeclarations") or tool.get("function_declarations")
+                        if isinstance(tool, dict) else None)
         count += len(declarations) if isinstance(declarations, list) else 1
     return count
 
@@ -82,6 +83,8 @@ def summarize_request(body: bytes, path: str) -> dict:
         summary["tool_count"] = _count_tools(tools)
         summary["tool_names"] = _tool_names(tools)
     choice = obj.get("tool_choice")
+    if choice is None:  # Gemini
+        choice = _get(obj, "toolConfig", "functionCallingConfig", "mode")
     if choice is not None:
         summary["tool_choice"] = token(choice if isinstance(choice, str) else _get(choice, "type"))
     reasoning = {

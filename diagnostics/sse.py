@@ -9,6 +9,9 @@ from __future__ import annotations
 
 BOM = b"\xef\xbb\xbf"
 DEFAULT_MAX_LINE = 8 * 1024 * 1024
+# Stands in, in `LineSplitter.lines()`, for a line dropped for being longer than `max_line`; its
+# raw size waits in `LineSplitter.dropped` (compared by identity, never by value).
+OVERLONG = b"\x00<overlong line>\n"
 
 
 class Frame:
@@ -40,95 +43,179 @@ class Frame:
         return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
 
 
+def _ending(line: bytes) -> int:
+    """The length of a complete line's end: 2 for CRLF, 1 for LF or a lone CR."""
+    # Content never holds a CR or LF, so a CR just before the last byte can only be CRLF's.
+    return 2 if len(line) > 1 and line[-2] == 13 else 1
+
+
 class LineSplitter:
     """Splits chunks into lines ending in CRLF, LF or a lone CR, whatever the chunk boundaries.
 
-    A CR at the end of the buffer waits for the next chunk, so that a CRLF split across chunks is
-    one line end, not two. A line longer than `max_line` is dropped (counted in `overlong_lines`)
-    while the bytes around it keep flowing.
+    A CR at the end of a chunk waits for the next one, so that a CRLF split across chunks is one
+    line end, not two. A line whose content is longer than `max_line` is dropped (counted in
+    `overlong_lines`, and never buffered whole) while the lines around it keep flowing.
     """
 
-    __slots__ = ("_buf", "_skipping", "max_line", "overlong_lines")
+    __slots__ = ("_held", "_held_len", "_cr", "_skipping", "_skipped", "dropped", "max_line",
+                 "overlong_lines")
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE):
-        self._buf = b""
-        self._skipping = False
+        self._held: list[bytes] = []  # the start of an unfinished line, in pieces
+        self._held_len = 0
+        self._cr = False  # the held line ended in a CR at a chunk's end: LF may follow
+        self._skipping = False  # inside an overlong line: its bytes are counted, not kept
+        self._skipped = 0
+        self.dropped: list[int] = []  # raw sizes of the OVERLONG entries returned, in order
         self.max_line = max_line
         self.overlong_lines = 0
 
-    def split(self, chunk: bytes) -> list[tuple[bytes, int]]:
-        """Return the (line, raw_size) pairs that `chunk` completes; raw_size counts the line end."""
-        buf = self._buf + chunk if self._buf else chunk
-        lines: list[tuple[bytes, int]] = []
-        pos = 0
-        end_of_buf = len(buf)
-        has_cr = b"\r" in buf
-        if self._skipping:
-            pos = self._skip_overlong(buf, has_cr)
-            if pos < 0:
-                self._buf = b""
-                return lines
-        find = buf.find
-        while pos < end_of_buf:
-            newline = find(b"\n", pos)
-            if has_cr:
-                cr = find(b"\r", pos, newline if newline >= 0 else end_of_buf)
-                if cr >= 0:
-                    if cr + 1 == end_of_buf:
-                        break  # a CR at the end may be half of a CRLF: wait for the next chunk
-                    after = cr + 2 if buf[cr + 1] == 10 else cr + 1
-                    lines.append((buf[pos:cr], after - pos))
-                    pos = after
-                    continue
-            if newline < 0:
-                break
-            lines.append((buf[pos:newline], newline + 1 - pos))
-            pos = newline + 1
-        rest = buf[pos:] if pos else buf
-        if len(rest) > self.max_line:
-            self.overlong_lines += 1
-            self._skipping = True
-            rest = b""
-        self._buf = rest
+    def lines(self, chunk: bytes) -> list[bytes]:
+        """The complete lines `chunk` finishes, each with its line end; a dropped overlong line
+        appears as `OVERLONG`, its raw size appended to `dropped`."""
+        if not chunk:
+            return []
+        head = None
+        if self._cr:
+            self._cr = False
+            lf = chunk[0] == 10
+            if lf:
+                chunk = chunk[1:]
+            head = self._release(lf)
+            if not chunk:
+                return [head]
+        lines = chunk.splitlines(True)
+        if self._held or self._skipping:
+            first = lines[0]
+            if len(lines) == 1 and first[-1] != 10:  # the held line is not done yet
+                if first[-1] == 13:  # it ends in a CR at the chunk's end: an LF may follow
+                    self._continue(first, len(first) - 1)
+                    self._cr = True
+                else:
+                    self._continue(first, len(first))
+                return [head] if head is not None else []
+            lines[0] = self._complete(first)
+        last = lines[-1]
+        if last[-1] != 10:  # unfinished, or a lone CR that an LF in the next chunk may join
+            lines.pop()
+            if last[-1] == 13:
+                self._continue(last, len(last) - 1)
+                self._cr = True
+            else:
+                self._continue(last, len(last))
+        if len(chunk) > self.max_line:
+            self._drop_overlong(lines)
+        if head is not None:
+            lines.insert(0, head)
         return lines
 
-    def _skip_overlong(self, buf: bytes, has_cr: bool) -> int:
-        """Drop the rest of an overlong line; return where the next line starts, or -1."""
-        ends = [i for i in (buf.find(b"\n"), buf.find(b"\r") if has_cr else -1) if i >= 0]
-        if not ends:
-            return -1
-        end = min(ends)
-        if buf[end] == 13 and end + 1 < len(buf) and buf[end + 1] == 10:
-            end += 1
+    def _release(self, lf: bool) -> bytes:
+        """The held line that ended in a CR, now complete (CRLF if `lf`)."""
+        if self._skipping:
+            self._skipped += lf
+            return self._drop_skipped()
+        line = b"".join(self._held)
+        if lf:
+            line += b"\n"
+        self._held = []
+        self._held_len = 0
+        return line
+
+    def _continue(self, piece: bytes, content_len: int) -> None:
+        """Hold `piece` as more of the unfinished line (`content_len` of it is not a line end)."""
+        if self._skipping:
+            self._skipped += len(piece)
+            return
+        self._held.append(piece)
+        self._held_len += len(piece)
+        if self._held_len - len(piece) + content_len > self.max_line:
+            self.overlong_lines += 1
+            self._skipping = True
+            self._skipped = self._held_len
+            self._held = []
+            self._held_len = 0
+
+    def _complete(self, piece: bytes) -> bytes:
+        """The held line finished by `piece` (which ends in a line end), or OVERLONG."""
+        if self._skipping:
+            self._skipped += len(piece)
+            return self._drop_skipped()
+        line = b"".join(self._held) + piece
+        self._held = []
+        self._held_len = 0
+        if len(line) - _ending(line) > self.max_line:
+            self.overlong_lines += 1
+            self.dropped.append(len(line))
+            return OVERLONG
+        return line
+
+    def _drop_skipped(self) -> bytes:
+        self.dropped.append(self._skipped)
         self._skipping = False
-        return end + 1
+        self._skipped = 0
+        return OVERLONG
+
+    def _drop_overlong(self, lines: list[bytes]) -> None:
+        """Replace complete lines longer than max_line (only possible in a chunk that long)."""
+        max_line = self.max_line
+        for i, line in enumerate(lines):
+            if line is not OVERLONG and len(line) - _ending(line) > max_line:
+                self.overlong_lines += 1
+                self.dropped.append(len(line))
+                lines[i] = OVERLONG
+
+    def split(self, chunk: bytes) -> list[tuple[bytes, int]]:
+        """Return the (line, raw_size) pairs that `chunk` completes; raw_size counts the line end.
+
+        Dropped overlong lines are left out (their bytes are not in any pair)."""
+        pairs = []
+        for line in self.lines(chunk):
+            if line is OVERLONG:
+                self.dropped.pop(0)
+            else:
+                pairs.append((line[:len(line) - _ending(line)], len(line)))
+        return pairs
 
     def close(self) -> tuple[bytes, int, bool] | None:
-        """At end of stream: (leftover, raw_size, complete). A trailing lone CR is a complete line."""
-        buf, self._buf = self._buf, b""
-        if not buf:
+        """At end of stream: (leftover, raw_size, complete). A trailing lone CR is a complete line;
+        the end of an overlong line comes back as (OVERLONG, raw_size, complete)."""
+        if self._skipping:
+            complete, size = self._cr, self._skipped
+            self._skipping = self._cr = False
+            self._skipped = 0
+            return OVERLONG, size, complete
+        if not self._held:
             return None
-        if buf.endswith(b"\r"):
+        buf = b"".join(self._held)
+        self._held = []
+        self._held_len = 0
+        if self._cr:
+            self._cr = False
             return buf[:-1], len(buf), True
         return buf, len(buf), False
 
 
 class SseDecoder:
     """WHATWG EventSource parsing, incremental. Comments become keepalive frames; an event still
-    open at end of stream becomes an `unterminated` frame, because it is evidence."""
+    open at end of stream becomes an `unterminated` frame, because it is evidence.
+
+    Bytes no frame can carry (blank lines, an event with no data) are added to the next frame's
+    size; those after the last frame are counted in `trailing_bytes` by `close()`.
+    """
 
     __slots__ = ("_lines", "_bom_pending", "_data", "_event", "_last_id", "_retry", "_size",
-                 "_fields_seen")
+                 "_fields_seen", "trailing_bytes")
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE):
         self._lines = LineSplitter(max_line)
-        self._bom_pending = b""
+        self._bom_pending: bytes | None = b""  # None once the stream's start is past
         self._data: list[bytes] = []
         self._event: str | None = None
-        self._last_id: str | None = None
+        self._last_id: str | None = None  # the last event ID buffer: it outlives events
         self._retry: int | None = None
         self._size = 0
-        self._fields_seen = False
+        self._fields_seen = False  # a non-data field since the last blank line (data: _data)
+        self.trailing_bytes = 0
 
     @property
     def overlong_lines(self) -> int:
@@ -139,69 +226,44 @@ class SseDecoder:
             chunk = self._strip_bom(chunk)
             if not chunk:
                 return []
+        return self._consume(self._lines.lines(chunk))
+
+    def _consume(self, lines: list[bytes]) -> list[Frame]:
         frames: list[Frame] = []
-        line = self._line
-        for text, raw_size in self._lines.split(chunk):
-            line(text, raw_size, frames)
-        return frames
-
-    def close(self) -> list[Frame]:
-        """End of stream: return what is left, an unterminated frame if an event was still open."""
-        frames: list[Frame] = []
-        if self._bom_pending:
-            self._size += len(self._bom_pending)
-            self._fields_seen = True
-            self._bom_pending = b""
-        leftover = self._lines.close()
-        if leftover is not None:
-            text, raw_size, complete = leftover
-            if complete:
-                self._line(text, raw_size, frames)
-            else:
-                self._size += raw_size
-                self._fields_seen = True
-        if self._fields_seen or self._data:
-            frames.append(Frame(b"\n".join(self._data), self._size, self._event,
-                                self._last_id, self._retry, unterminated=True))
-            self._reset_event()
-        return frames
-
-    def _strip_bom(self, chunk: bytes) -> bytes:
-        head = self._bom_pending + chunk
-        if len(head) < len(BOM) and BOM.startswith(head):
-            self._bom_pending = head
-            return b""
-        self._bom_pending = None
-        if head.startswith(BOM):
-            self._size += len(BOM)
-            return head[len(BOM):]
-        return head
-
-    def _line(self, line: bytes, raw_size: int, frames: list[Frame]) -> None:
-        if line[:5] == b"data:":
-            value = line[5:]
-            self._data.append(value[1:] if value[:1] == b" " else value)
-            self._size += raw_size
-            self._fields_seen = True
-            return
-        if not line:
-            self._size += raw_size
-            if self._data:
-                data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-                frames.append(Frame(data, self._size, self._event, self._last_id, self._retry))
-                self._retry = None
-            else:
+        data = self._data
+        size = self._size
+        for line in lines:
+            first = line[0]
+            if first == 100 and line[:5] == b"data:":  # the hot path: one data line
+                end = len(line) - 2 if line[-2] == 13 else len(line) - 1
+                data.append(line[6:end] if line[5] == 32 else line[5:end])
+                size += len(line)
+            elif first == 10 or first == 13:  # a blank line dispatches
+                size += len(line)
+                if data:
+                    frames.append(Frame(data[0] if len(data) == 1 else b"\n".join(data), size,
+                                        self._event, self._last_id, self._retry))
+                    data.clear()
+                    self._retry = None
+                    size = 0
                 # An event with an empty data buffer is not dispatched; its bytes are carried
                 # into the next frame so that frame sizes still add up to the bytes fed.
-                self._reset_event(carried=self._size)
-                return
-            self._reset_event()
-            return
-        if line[0] == 58:  # ":" starts a comment, which providers use as a keepalive
-            frames.append(Frame(line[1:], raw_size, comment=True))
-            return
-        self._size += raw_size
+                self._event = None
+                self._fields_seen = False
+            elif first == 58:  # ":" starts a comment, which providers use as a keepalive
+                frames.append(Frame(line[1:len(line) - _ending(line)], len(line), comment=True))
+            else:
+                size += self._field(line)
+        self._size = size
+        return frames
+
+    def _field(self, line: bytes) -> int:
+        """Fold one field line into the open event; return its raw size."""
         self._fields_seen = True
+        if line is OVERLONG:  # dropped for its length: its bytes still belong to the event
+            return self._lines.dropped.pop(0)
+        raw_size = len(line)
+        line = line[:raw_size - _ending(line)]
         colon = line.find(b":")
         if colon < 0:
             name, value = line, b""
@@ -217,25 +279,62 @@ class SseDecoder:
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
         elif name == b"retry":
-            if value and value.isdigit():  # bytes.isdigit is ASCII digits only
+            if value.isdigit():  # bytes.isdigit is ASCII digits only, and False when empty
                 self._retry = int(value)
+        return raw_size
 
-    def _reset_event(self, carried: int = 0) -> None:
-        self._data = []
-        self._event = None
-        self._size = carried
-        self._fields_seen = False
+    def close(self) -> list[Frame]:
+        """End of stream: return what is left, an unterminated frame if an event was still open."""
+        frames: list[Frame] = []
+        if self._bom_pending:  # the stream ended inside what might have been a BOM
+            self._size += len(self._bom_pending)
+            self._fields_seen = True
+        self._bom_pending = None
+        leftover = self._lines.close()
+        if leftover is not None:
+            text, raw_size, complete = leftover
+            if text is OVERLONG or not complete:
+                self._size += raw_size
+                self._fields_seen = True
+            else:
+                frames = self._consume([text + b"\r"])
+        if self._fields_seen or self._data:
+            frames.append(Frame(b"\n".join(self._data), self._size, self._event,
+                                self._last_id, self._retry, unterminated=True))
+            self._data.clear()
+            self._size = 0
+            self._event = None
+            self._fields_seen = False
+        self.trailing_bytes += self._size
+        self._size = 0
+        return frames
+
+    def _strip_bom(self, chunk: bytes) -> bytes:
+        head = self._bom_pending + chunk
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._bom_pending = head
+            return b""
+        self._bom_pending = None
+        if head.startswith(BOM):
+            self._size += len(BOM)
+            return head[len(BOM):]
+        return head
 
 
 class NdjsonDecoder:
     """Newline-delimited JSON (Ollama): one frame per non-blank line; a last line with no line
-    end is reported as unterminated, like an SSE event left open."""
+    end is reported as unterminated, like an SSE event left open.
 
-    __slots__ = ("_lines", "_blank_bytes")
+    Blank lines (and dropped overlong lines) are added to the next frame's size; those after the
+    last frame are counted in `trailing_bytes` by `close()`.
+    """
+
+    __slots__ = ("_lines", "_blank_bytes", "trailing_bytes")
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE):
         self._lines = LineSplitter(max_line)
         self._blank_bytes = 0
+        self.trailing_bytes = 0
 
     @property
     def overlong_lines(self) -> int:
@@ -243,19 +342,36 @@ class NdjsonDecoder:
 
     def feed(self, chunk: bytes) -> list[Frame]:
         frames = []
-        for text, raw_size in self._lines.split(chunk):
-            if text.strip():
-                frames.append(Frame(text, raw_size + self._blank_bytes))
+        for line in self._lines.lines(chunk):
+            if line is OVERLONG:  # dropped for its length: the next frame carries its bytes
+                self._blank_bytes += self._lines.dropped.pop(0)
+                continue
+            n = len(line)
+            text = line[:n - 2] if n > 1 and line[-2] == 13 else line[:n - 1]
+            if text[:1] == b"{" or (text and not text.isspace()):
+                frames.append(Frame(text, n + self._blank_bytes))
                 self._blank_bytes = 0
             else:
-                self._blank_bytes += raw_size
+                self._blank_bytes += n
         return frames
 
     def close(self) -> list[Frame]:
         leftover = self._lines.close()
-        if leftover is None:
-            return []
-        text, raw_size, complete = leftover
-        if not text.strip():
-            return []
-        return [Frame(text, raw_size + self._blank_bytes, unterminated=not complete)]
+        frames = []
+        if leftover is not None:
+            text, raw_size, complete = leftover
+            if text is OVERLONG:
+                if complete:
+                    self._blank_bytes += raw_size
+                else:  # the stream ended inside an overlong line: that is evidence too
+                    frames.append(Frame(b"", raw_size + self._blank_bytes, unterminated=True))
+                    self._blank_bytes = 0
+            elif text.strip():
+                frames.append(Frame(text, raw_size + self._blank_bytes,
+                                    unterminated=not complete))
+                self._blank_bytes = 0
+            else:
+                self._blank_bytes += raw_size
+        self.trailing_bytes += self._blank_bytes
+        self._blank_bytes = 0
+        return frames

@@ -13,6 +13,8 @@ from . import events as ev
 from .redact import scrub
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+# Provider-generated response ids: long enough that the scrubber's token rule would eat them.
+_RESPONSE_ID = re.compile(r"(?:chatcmpl-|chatcmpl_|resp_|msg_|gen-)[A-Za-z0-9_-]{1,120}")
 MAX_ERRORS = 20
 MAX_UNKNOWN_TYPES = 20
 MAX_TOOL_CALLS = 256
@@ -108,9 +110,11 @@ class StreamState:
         self.finish_reason = token(reason)
 
     def set_response_id(self, value: object) -> None:
-        # Response ids are provider-generated identifiers (chatcmpl-, resp_, msg_); still scrubbed.
+        # Response ids are provider-generated identifiers (chatcmpl-, resp_, msg_): one of those
+        # shapes is kept as is; anything else still passes the scrubber.
         if self.response_id is None and isinstance(value, str) and value:
-            self.response_id = scrub(value[:128])
+            value = value[:128]
+            self.response_id = value if _RESPONSE_ID.fullmatch(value) else scrub(value)
 
     def set_usage(self, **counts: object) -> None:
         """Record token counts as the provider reported them (cumulative ones overwrite)."""

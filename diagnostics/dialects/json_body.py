@@ -54,8 +54,8 @@ class JsonBody(Dialect):
         self.error: dict | None = None
 
     def on_body(self, body: bytes, t_ms: float) -> None:
-        if not body.strip():
-            return
+        if body.lstrip()[:1] not in (b"{", b"["):
+            return  # empty, or not JSON at all (a gateway's HTML error page): nothing to read
         obj = load_json(body, self.state)
         if obj is None:
             return
