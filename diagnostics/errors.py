@@ -16,8 +16,10 @@ def _one(exc: BaseException) -> dict:
     number = getattr(exc, "errno", None)
     if isinstance(number, int):
         code = errno_names.errorcode.get(number, str(number))
-    elif getattr(exc, "code", None) is not None:
-        code = str(getattr(exc, "code"))[:64]
+    elif isinstance(getattr(exc, "code", None), str):
+        # a library's own code (e.g. undici-style names); aiohttp's integer `code` is an HTTP
+        # status it would have answered with, not what happened, so it is left out
+        code = getattr(exc, "code")[:64]
     return {"type": type(exc).__name__, "message": scrub(str(exc))[:300] or None, "code": code}
 
 

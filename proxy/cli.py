@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _serve_parser(commands)
     _fault_parser(commands)
+    _samples_parser(commands)
+    _replay_parser(commands)
     return parser
 
 
@@ -139,3 +141,91 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
+
+
+def _samples_parser(commands) -> None:
+    samples = commands.add_parser("samples", help="export content-free samples of recorded "
+                                                  "streams, and compare providers")
+    actions = samples.add_subparsers(dest="samples_command", required=True)
+    export = actions.add_parser("export", help="turn trace records into sample files",
+                                description="One sample file per trace: timing, sizes, frame "
+                                            "shapes and how the stream ended, never content. "
+                                            "Identical samples are written once.")
+    export.add_argument("--trace-dir", metavar="DIR",
+                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+    export.add_argument("--session", metavar="S", help="only this session's records")
+    export.add_argument("--since", metavar="ISO", help="only records started at or after this "
+                                                       "time (e.g. 2025-06-01T12:00:00Z)")
+    export.add_argument("--include-injected", action="store_true",
+                        help="also export streams broken by streamtap's own fault injection")
+    export.add_argument("-o", "--out", required=True, metavar="OUT",
+                        help="folder for the sample files (created if missing)")
+    matrix = actions.add_parser("matrix", help="one row per provider and dialect: what the "
+                                               "samples show")
+    matrix.add_argument("dirs", nargs="+", metavar="DIR", help="folders of *.sample.json files")
+    matrix.add_argument("--format", choices=("md", "json"), default="md")
+    samples.set_defaults(func=cmd_samples)
+
+
+def cmd_samples(args: argparse.Namespace) -> int:
+    import json
+
+    from diagnostics.matrix import build_matrix, render_markdown
+
+    from .samplestore import ExportError, export_samples, load_samples
+
+    try:
+        if args.samples_command == "export":
+            summary = export_samples(args.trace_dir or Config().trace_dir, args.out,
+                                     session=args.session, since=args.since,
+                                     include_injected=args.include_injected)
+            for path, why in summary.unreadable:
+                print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
+            for path in summary.written:
+                print(path)
+            print("; ".join(summary.lines()), file=sys.stderr)
+            return 0
+        samples, skipped = load_samples(args.dirs)
+    except ExportError as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 2
+    for path, why in skipped:
+        print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
+    if not samples:
+        print("streamtap: no samples found; export some with `streamtap samples export -o DIR`",
+              file=sys.stderr)
+        return 1
+    rows = build_matrix(samples)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(render_markdown(rows), end="")
+    return 0
+
+
+def _replay_parser(commands) -> None:
+    replay = commands.add_parser(
+        "replay", help="serve samples as a fake provider",
+        description="Serve samples as a fake provider: a request gets a sample's status, "
+                    "headers, frames rebuilt from its shapes at its timing, and the same ending "
+                    "(a reset is a reset, a stall lasts until the client leaves). A request "
+                    "picks the sample named by its `model`, else the next one for its path, "
+                    "else for its dialect.")
+    replay.add_argument("targets", nargs="+", metavar="SAMPLE|DIR",
+                        help="a *.sample.json file, or a folder of them")
+    replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    replay.add_argument("--port", type=int, default=8788,
+                        help="port (default 8788; 0 picks a free one)")
+    replay.add_argument("--speed", type=float, default=1.0,
+                        help="timing factor: 2 plays twice as fast, 0.5 half as fast "
+                             "(default 1.0)")
+    replay.add_argument("--loop", action="store_true",
+                        help="after the last sample for a path or dialect, start again at the "
+                             "first (default: keep serving the last)")
+    replay.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import run
+
+    return run(args.targets, args.host, args.port, args.speed, args.loop)

@@ -1,0 +1,223 @@
+"""Sample files: export trace records as samples into a folder, and load samples back.
+
+Reading a trace directory never stops at one bad file: a file that is not a record (broken JSON,
+another tool's file, a record from a newer streamtap) is reported with what to do and skipped.
+Identical samples are written once, also across runs, by the digest stored in each file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from diagnostics.record import RecordVersionError, upgrade
+from diagnostics.samples import SampleError, build_sample, check_sample, sample_digest, sample_stem
+
+SUFFIX = ".sample.json"
+_NUMBERED = re.compile(r"(?P<stem>.+)__(?P<n>\d+)\.sample\.json")
+
+
+class ExportError(ValueError):
+    """The export cannot start (no trace dir, bad --since, unwritable OUT); says what to do."""
+
+
+@dataclass
+class ExportSummary:
+    written: list[Path] = field(default_factory=list)
+    duplicates: int = 0
+    injected_skipped: int = 0
+    filtered: int = 0  # older than --since
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        text = [f"wrote {len(self.written)} sample(s)",
+                f"skipped {self.duplicates} duplicate(s) of samples already written",
+                f"left out {self.injected_skipped} injected fault(s)"
+                + (" (--include-injected keeps them)" if self.injected_skipped else "")]
+        if self.filtered:
+            text.append(f"left out {self.filtered} record(s) older than --since")
+        text.append(f"skipped {len(self.unreadable)} unreadable file(s)")
+        return text
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO 8601 time; without a zone it is UTC (as `started_at` in records is)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ExportError(f"--since {text!r} is not an ISO 8601 time; write it like "
+                          "2025-06-01T12:00:00Z or 2025-06-01") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def record_files(trace_dir: Path, session: str | None = None) -> list[Path]:
+    """Every `<session>/*.json` in a trace dir (one session's with `session`), oldest first."""
+    if not trace_dir.is_dir():
+        raise ExportError(f"trace dir {trace_dir} does not exist; pass the folder `streamtap "
+                          "serve --trace-dir` wrote to (default ./streamtap-traces)")
+    if session is not None:
+        folder = trace_dir / session
+        if not folder.is_dir():
+            known = sorted(p.name for p in trace_dir.iterdir() if p.is_dir())[:10]
+            raise ExportError(f"no session {session!r} in {trace_dir}; sessions there: "
+                              f"{', '.join(known) or 'none'}")
+        folders = [folder]
+    else:
+        folders = sorted(p for p in trace_dir.iterdir() if p.is_dir())
+    files = []
+    for folder in folders:
+        # Record names start with their UTC time, so a name sort is a time sort.
+        files += sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    return files
+
+
+def read_records(files: list[Path]) -> Iterator[tuple[Path, dict | None, str | None]]:
+    """`(path, record, None)` for each readable record, `(path, None, why)` for anything else."""
+    for path in files:
+        try:
+            record = json.loads(path.read_bytes())
+        except OSError as exc:
+            yield path, None, f"cannot read it: {exc.strerror or exc}"
+            continue
+        except ValueError as exc:
+            yield path, None, f"not JSON ({exc}); a record half-written by a crash, or not ours"
+            continue
+        if not isinstance(record, dict) or "trace_id" not in record:
+            yield path, None, "not a streamtap trace record (no trace_id)"
+            continue
+        try:
+            yield path, upgrade(record), None
+        except RecordVersionError as exc:
+            yield path, None, str(exc)
+
+
+def _since_ok(record: dict, since: datetime | None) -> bool:
+    if since is None:
+        return True
+    try:
+        started = parse_since(str(record.get("started_at")))
+    except ExportError:
+        return False
+    return started >= since
+
+
+def existing(out: Path) -> tuple[set[str], dict[str, int]]:
+    """Digests of the samples already in OUT, and the highest `n` used per stem."""
+    digests: set[str] = set()
+    highest: dict[str, int] = {}
+    for path in out.glob(f"*{SUFFIX}"):
+        match = _NUMBERED.fullmatch(path.name)
+        if match:
+            stem = match["stem"]
+            highest[stem] = max(highest.get(stem, 0), int(match["n"]))
+        try:
+            sample = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(sample, dict):
+            digest = sample.get("digest")
+            if not isinstance(digest, str):
+                digest = sample_digest({k: v for k, v in sample.items() if k != "digest"})
+            digests.add(digest)
+    return digests, highest
+
+
+def dump_sample(sample: dict) -> str:
+    """One top-level key per line and one frame per line: readable, and small diffs."""
+    lines = []
+    for key, value in sample.items():
+        if key in ("frames", "shapes") and value:
+            inner = ",\n".join("  " + json.dumps(item, separators=(",", ":")) for item in value)
+            text = "[\n" + inner + "\n ]"
+        else:
+            text = json.dumps(value, separators=(",", ":"))
+        lines.append(f" {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def write_sample(out: Path, sample: dict, highest: dict[str, int]) -> Path:
+    """Write `<stem>__<n>.sample.json` atomically, `n` one past the highest for the stem."""
+    stem = sample_stem(sample)
+    n = highest.get(stem, 0) + 1
+    highest[stem] = n
+    final = out / f"{stem}__{n}{SUFFIX}"
+    temp = out / f".{final.name}.tmp"
+    temp.write_text(dump_sample(sample), encoding="utf-8")
+    os.replace(temp, final)
+    return final
+
+
+def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
+                   session: str | None = None, since: str | None = None,
+                   include_injected: bool = False) -> ExportSummary:
+    """Export the records of a trace dir as sample files in `out`; see ExportSummary."""
+    trace_dir, out = Path(trace_dir), Path(out)
+    since_at = parse_since(since) if since else None
+    files = record_files(trace_dir, session)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create {out}: {exc.strerror or exc}; pick a writable "
+                          "folder with -o") from None
+    digests, highest = existing(out)
+    summary = ExportSummary()
+    for path, record, why in read_records(files):
+        if record is None:
+            summary.unreadable.append((path, why or "unreadable"))
+            continue
+        if not _since_ok(record, since_at):
+            summary.filtered += 1
+            continue
+        try:
+            sample = build_sample(record)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            summary.unreadable.append((path, f"a record this streamtap cannot turn into a "
+                                             f"sample ({type(exc).__name__}: {exc})"))
+            continue
+        if sample["injected"] and not include_injected:
+            summary.injected_skipped += 1
+            continue
+        digest = sample_digest(sample)
+        if digest in digests:
+            summary.duplicates += 1
+            continue
+        digests.add(digest)
+        sample["digest"] = digest
+        try:
+            summary.written.append(write_sample(out, sample, highest))
+        except OSError as exc:
+            raise ExportError(f"cannot write into {out}: {exc.strerror or exc}; "
+                              f"{len(summary.written)} sample(s) were written before this; "
+                              "free some space or pick another folder with -o") from None
+    return summary
+
+
+def sample_files(paths: list[str | os.PathLike]) -> list[Path]:
+    """The sample files named by `paths`: folders are searched for `*.sample.json`."""
+    found = []
+    for item in map(Path, paths):
+        if item.is_dir():
+            found += sorted(item.rglob(f"*{SUFFIX}"))
+        elif item.is_file():
+            found.append(item)
+        else:
+            raise ExportError(f"{item} is neither a folder nor a sample file; export samples "
+                              "with `streamtap samples export -o DIR` first")
+    return found
+
+
+def load_samples(paths: list[str | os.PathLike]) -> tuple[list[dict], list[tuple[Path, str]]]:
+    """The readable samples under `paths`, and the files skipped with why."""
+    samples, skipped = [], []
+    for path in sample_files(paths):
+        try:
+            samples.append(check_sample(json.loads(path.read_bytes())))
+        except (OSError, ValueError) as exc:  # SampleError is a ValueError
+            reason = str(exc) if isinstance(exc, SampleError) else f"not a sample ({exc})"
+            skipped.append((path, reason))
+    return samples, skipped
