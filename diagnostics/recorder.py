@@ -157,8 +157,9 @@ class Recorder:
                 self._decompress = self._decoder = self._body = None
                 return
         if self._decoder is not None:
-            for frame in self._decoder.feed(chunk):
-                self._on_frame(frame, t_ms)
+            frames = self._decoder.feed(chunk)
+            if frames:
+                self._on_frames(frames, t_ms)
         elif self._body is not None:
             if len(self._body) + len(chunk) <= self.limits.max_body_parse:
                 self._body += chunk
@@ -166,29 +167,33 @@ class Recorder:
                 self.state.protocol_error("body_too_large_to_parse")
                 self._body = None
 
-    def _on_frame(self, frame, t_ms: float) -> None:
-        if frame.comment:
-            self.state.emit(ev.KEEPALIVE, t_ms)
-            kind = ev.KEEPALIVE
-            shape = self.shapes.index_of(None, frame.data, kind)
-        elif frame.unterminated:
-            kind = ev.UNTERMINATED  # not interpreted: clients drop it too
-            shape = None
-        else:
-            kind = self.dialect.on_frame(frame, t_ms)
-            shape = self.shapes.index_of(frame.event, frame.data, kind)
-        self.frame_count += 1
+    def _on_frames(self, frames: list, t_ms: float) -> None:
+        """The frames one chunk completed; they share its arrival time (so one gap check)."""
         last = self._last_frame_ms
         if last is None:
             last = self.marks["response_headers"] or t_ms
         if t_ms - last > self.max_gap_ms:
             self.max_gap_ms = t_ms - last
         self._last_frame_ms = t_ms
-        entry = [t_ms, frame.size, kind, shape]
-        if len(self._head) < self._head_cap:
-            self._head.append(entry)
-        else:
-            self._tail.append(entry)
+        self.frame_count += len(frames)
+        dialect_frame = self.dialect.on_frame
+        shape_of = self.shapes.index_of
+        head, tail, head_cap = self._head, self._tail, self._head_cap
+        for frame in frames:
+            if frame.comment:
+                self.state.emit(ev.KEEPALIVE, t_ms)
+                kind = ev.KEEPALIVE
+                shape = shape_of(None, frame.data, kind)
+            elif frame.unterminated:
+                kind = ev.UNTERMINATED  # not interpreted: clients drop it too
+                shape = None
+            else:
+                kind = dialect_frame(frame, t_ms)
+                shape = shape_of(frame.event, frame.data, kind)
+            if len(head) < head_cap:
+                head.append((t_ms, frame.size, kind, shape))
+            else:
+                tail.append((t_ms, frame.size, kind, shape))
 
     def _close_stream(self, t_ms: float) -> None:
         """End of the body, however it ended: flush the decoder and let the dialect settle."""
@@ -198,11 +203,11 @@ class Recorder:
             except zlib.error:
                 rest = b""
             if rest:
-                for frame in self._decoder.feed(rest):
-                    self._on_frame(frame, t_ms)
+                self._on_frames(self._decoder.feed(rest), t_ms)
         if self._decoder is not None:
-            for frame in self._decoder.close():
-                self._on_frame(frame, t_ms)
+            leftover = self._decoder.close()
+            if leftover:
+                self._on_frames(leftover, t_ms)
             if self._decoder.overlong_lines:
                 self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
         if self._body is not None and self.dialect is not None:
@@ -242,9 +247,8 @@ class Recorder:
             error["status"] = status
             error.update(provider_error or
                          {"error_type": None, "error_code": None, "error_message": None})
-        frames = self._head + list(self._tail)
-        for entry in frames:
-            entry[0] = round(entry[0], 1)
+        frames = [[round(t, 1), size, kind, shape]
+                  for t, size, kind, shape in (*self._head, *self._tail)]
         record = {
             "schema_version": SCHEMA_VERSION,
             "trace_id": self.trace_id,

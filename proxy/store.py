@@ -39,19 +39,29 @@ def _write_private(path: Path, data: bytes, append: bool = False) -> None:
 
 
 def write_record(trace_dir: Path, record: dict, started: datetime,
-                 captured: dict[str, bytes] | None = None) -> Path:
-    """Write one record atomically (temp file + rename) and append its index line."""
+                 captured: dict[str, bytes] | None = None,
+                 known_dirs: set[Path] | None = None) -> Path:
+    """Write one record atomically (temp file + rename) and append its index line.
+
+    `known_dirs` remembers session folders already made, to spare a mkdir per record.
+    """
     session_dir = trace_dir / record["session_id"]
-    session_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if known_dirs is None or session_dir not in known_dirs:
+        session_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if known_dirs is not None:
+            known_dirs.add(session_dir)
     stem = record_stem(started, record["trace_id"])
     final = session_dir / f"{stem}.json"
     temp = session_dir / f".{stem}.json.tmp"
     try:
         _write_private(temp, json.dumps(record, separators=(",", ":")).encode())
         os.replace(temp, final)
-    finally:
-        if temp.exists():
+    except BaseException:
+        try:
             temp.unlink()
+        except OSError:
+            pass
+        raise
     if captured:
         for side, body in captured.items():
             _write_private(session_dir / f"{stem}.{side}.body", body)
@@ -66,6 +76,7 @@ class TraceStore:
         self.log = log
         self.written = 0
         self.failed = 0
+        self._known_dirs: set[Path] = set()  # touched by the writer thread only
         self._queue: queue.Queue = queue.Queue(QUEUE_LIMIT)
         self._thread = threading.Thread(target=self._drain, name="streamtap-store", daemon=True)
         self._thread.start()
@@ -102,10 +113,11 @@ class TraceStore:
                 return
             record, started, captured = item
             try:
-                write_record(self.trace_dir, record, started, captured)
+                write_record(self.trace_dir, record, started, captured, self._known_dirs)
                 self.written += 1
             except OSError as exc:
                 self.failed += 1
+                self._known_dirs.clear()  # a folder may have been removed under us
                 self.log.error("trace_write_failed", trace_id=record.get("trace_id"),
                                trace_dir=str(self.trace_dir), error=exc.strerror or str(exc),
                                hint="check that --trace-dir is writable and the disk has room; "
