@@ -51,6 +51,7 @@ class Facts:
     protocol_errors: dict[str, int] = field(default_factory=dict)
     unterminated: bool = False
     max_gap_ms: float = 0.0
+    all_forwarded: bool = False  # the client was sent every byte the upstream sent
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -83,6 +84,7 @@ class Facts:
             protocol_errors=stream["protocol_errors"],
             unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
             max_gap_ms=record["timeline"]["max_gap_ms"],
+            all_forwarded=(record["downstream"]["bytes"] or 0) >= stream["bytes"],
         )
 
 
@@ -233,8 +235,10 @@ def watchdog_fired(f: Facts) -> Verdict | None:
 
 @rule
 def client_went_away(f: Facts) -> Verdict | None:
-    if f.downstream != "client_gone":
-        return None
+    if f.downstream != "client_gone" or (f.status or 0) >= 400:
+        return None  # an HTTP error came first: the client leaving is its consequence
+    if f.terminal is not None and f.all_forwarded:
+        return None  # it left after it had the terminal event: SDKs close at `[DONE]`
     phase = stream_phase(f)
     return Verdict("client_abort", phase, "high", ["client_disconnected"] + side_evidence(f), None,
                    f"The client closed the connection {doing(f, phase)}; streamtap closed the "
@@ -263,6 +267,8 @@ def http_error_status(f: Facts) -> Verdict | None:
     error = f.error or {}
     kind = error.get("error_type") or error.get("error_code")
     evidence = [f"http_{f.status}"] + ([str(kind)] if kind else [])
+    if f.downstream == "client_gone":
+        evidence.append("client_gave_up")
     retryable = error_retryable(f.status, kind, error.get("error_code"))
     detail = f" ({kind})" if kind else ""
     advice = {True: " Retrying later may succeed.", False: " Retrying will not help as is."}

@@ -126,7 +126,9 @@ def make_route(name: str, url: object, dialect: object = None, key: str = "route
     if dialect is not None:
         _expect(f"{key}.{name}.dialect", dialect, str, "a dialect name")
         if dialect not in DIALECT_NAMES:
-            raise _unknown(str(dialect), DIALECT_NAMES, "")  # names the bad dialect itself
+            close = difflib.get_close_matches(dialect, DIALECT_NAMES, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"valid: {', '.join(DIALECT_NAMES)}"
+            raise ConfigError(f"{key}.{name}.dialect", f"unknown dialect {dialect!r}; {hint}")
     previous = DEFAULT_ROUTES.get(name)
     suffix = previous.example_suffix if previous and previous.url == url else ""
     return Route(name, url, dialect, suffix)  # type: ignore[arg-type]

@@ -7,6 +7,20 @@ import sys
 
 import structlog
 
+from diagnostics.redact import scrub
+
+
+class _ScrubSecrets(logging.Filter):
+    """aiohttp logs a malformed request's offending header line verbatim (an Authorization
+    header among them): scrub every stdlib log record, traceback included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info:
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+        record.msg, record.args, record.exc_info, record.exc_text = scrub(message), None, None, None
+        return True
+
 
 def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib.BoundLogger:
     stream = stream or sys.stderr
@@ -27,6 +41,8 @@ def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib
     )
     # aiohttp's own loggers (access log off; errors still reach stderr)
     logging.basicConfig(level=logging.WARNING, stream=stream, format="%(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ScrubSecrets())
     return structlog.get_logger("streamtap")
 
 

@@ -59,6 +59,14 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
                            max_field_size=config.max_header_bytes,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
+    # Before listening: a supervisor may send SIGTERM as soon as it reads the banner.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+            pass
     site = web.TCPSite(runner, config.host, config.port)
     try:
         await site.start()
@@ -70,13 +78,6 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
         return 1
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     print(banner(config, port), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
-            pass
     if ready is not None:
         ready.set()
     await stop.wait()

@@ -1,0 +1,181 @@
+"""Nothing secret is kept: credentials, cookies, account ids, prompts, tool arguments and results,
+model output and query values sent through the proxy appear nowhere under the trace directory,
+byte for byte, while the allowlisted facts do."""
+
+import json
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.clients import all_files, find_record
+from tests.fakeprovider import Scenario
+from tests.proxyproc import ProxyProcess
+from tests.streams import CANARY_ARG, CANARY_OUTPUT, anthropic_text_stream, chat_text_stream, \
+    chat_tool_stream
+
+# Every canary contains "canary" (any case), so a sweep for that word alone also catches a
+# truncated or re-cased copy. None looks like a key the scrubber knows, except where a test says
+# so: these must be kept out by the allowlist and by never recording content at all.
+OPENAI_KEY = "canary-openai-key-1a2b"
+ANTHROPIC_BEARER = "canary-anthropic-bearer-3c4d"
+ANTHROPIC_KEY = "canary-x-api-key-5e6f"
+GOOGLE_KEY = "canary-goog-key-7a8b"
+COOKIE = "canary-cookie-9c0d"
+SET_COOKIE = "canary-set-cookie-1e2f"
+OPENAI_ORG = "org-canary-3a4b"
+OPENAI_PROJECT = "proj_canary_5c6d"
+ANTHROPIC_ORG = "canary-anthropic-org-7e8f"
+PROMPT = "CANARY-PROMPT-9a0b please summarise"
+SYSTEM = "CANARY-SYSTEM-1c2d"
+REQUEST_ARG = "CANARY-REQUEST-ARG-3e4f"
+TOOL_RESULT = "CANARY-TOOL-RESULT-5a6b"
+TOOL_DESCRIPTION = "CANARY-TOOL-DESCRIPTION-7c8d"
+QUERY_VALUE = "canary-query-key-9e0f"
+STREAMED = (CANARY_OUTPUT, CANARY_ARG)  # model output and a tool argument, in the streams
+CANARIES = (OPENAI_KEY, ANTHROPIC_BEARER, ANTHROPIC_KEY, GOOGLE_KEY, COOKIE, SET_COOKIE, OPENAI_ORG,
+            OPENAI_PROJECT, ANTHROPIC_ORG, PROMPT, SYSTEM, REQUEST_ARG, TOOL_RESULT,
+            TOOL_DESCRIPTION, QUERY_VALUE, *STREAMED)
+# Allowlisted values that must survive: they prove the sweep reads what the proxy wrote.
+VISIBLE_BETA = "visible-beta-2024"
+VISIBLE_REQUEST_ID = "req_visible_42"
+
+
+@pytest.fixture(scope="module")
+def private_proxy(fake, tmp_path_factory):
+    """A proxy of these tests' own, so the sweep covers every file it ever wrote."""
+    process = ProxyProcess(tmp_path_factory.mktemp("redaction"), {"fake": fake.url})
+    yield process
+    process.stop()
+
+
+def sweep(trace_dir, canaries=CANARIES) -> list[str]:
+    """Every (file, canary) pair where a canary occurs, byte for byte."""
+    files = all_files(trace_dir)
+    assert files, f"nothing was written under {trace_dir}"
+    found = []
+    for path in files:
+        data = path.read_bytes()
+        for canary in canaries:
+            if canary.encode() in data:
+                found.append(f"{path.relative_to(trace_dir)}: {canary}")
+        if b"canary" in data.lower():
+            found.append(f"{path.relative_to(trace_dir)}: some canary")
+    return found
+
+
+def test_canaries_appear_nowhere_under_the_trace_dir(fake, private_proxy):
+    proxy = private_proxy
+    trace_dir = proxy.trace_dir
+    provider_headers = [("Set-Cookie", f"sid={SET_COOKIE}; HttpOnly"),
+                        ("openai-organization", OPENAI_ORG), ("openai-project", OPENAI_PROJECT),
+                        ("anthropic-organization-id", ANTHROPIC_ORG),
+                        ("x-request-id", VISIBLE_REQUEST_ID)]
+
+    # 1. openai SDK: key in Authorization, a cookie, a ?key= query value, a prompt, a system
+    # message, a tool argument and a tool result in the request; output and arguments streamed.
+    stream = chat_text_stream(2, done=False)[:-1] + chat_tool_stream(5)
+    prefix = fake.add(Scenario(stream, headers=provider_headers))
+    client = openai.OpenAI(
+        base_url=proxy.url("fake") + prefix + "/v1", api_key=OPENAI_KEY, max_retries=0,
+        timeout=10, default_query={"key": QUERY_VALUE},
+        default_headers={"x-streamtap-session": "redact", "x-streamtap-message": "m-openai",
+                         "cookie": f"session={COOKIE}", "openai-beta": VISIBLE_BETA})
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_prev", "type": "function",
+            "function": {"name": "apply_patch", "arguments": json.dumps({"p": REQUEST_ARG})}}]},
+        {"role": "tool", "tool_call_id": "call_prev", "content": TOOL_RESULT},
+    ]
+    tools = [{"type": "function", "function": {"name": "apply_patch",
+                                               "description": TOOL_DESCRIPTION,
+                                               "parameters": {"type": "object"}}}]
+    got = ""
+    for chunk in client.chat.completions.create(model="gpt-test", messages=messages, tools=tools,
+                                                stream=True):
+        delta = chunk.choices[0].delta
+        got += delta.content or ""
+        for call in delta.tool_calls or ():
+            got += call.function.arguments or ""
+    assert CANARY_OUTPUT in got and CANARY_ARG in got  # the client got the content
+    seen = fake.last(prefix)
+    assert f"key={QUERY_VALUE}" in seen.raw_path  # ... and the provider the secrets
+    assert dict((k.lower(), v) for k, v in seen.headers)["authorization"] == f"Bearer {OPENAI_KEY}"
+
+    # 2. anthropic SDK: a bearer key, a key in x-api-key, a prompt; output streamed.
+    prefix = fake.add(Scenario(anthropic_text_stream(3), headers=provider_headers))
+    client = anthropic.Anthropic(
+        base_url=proxy.url("fake") + prefix, api_key=ANTHROPIC_BEARER, max_retries=0, timeout=10,
+        default_headers={"x-api-key": ANTHROPIC_KEY, "x-streamtap-session": "redact",
+                         "x-streamtap-message": "m-anthropic"})
+    with client.messages.stream(model="claude-test", max_tokens=64, system=SYSTEM,
+                                messages=[{"role": "user", "content": PROMPT}]) as reply:
+        assert CANARY_OUTPUT in "".join(reply.text_stream)
+    assert dict((k.lower(), v) for k, v in fake.last(prefix).headers)["x-api-key"] == ANTHROPIC_KEY
+
+    # 3. raw httpx, Gemini style: the key in the query and in x-goog-api-key.
+    prefix = fake.add(Scenario(chat_text_stream(2)))
+    url = (proxy.url("fake") + prefix +
+           f"/v1beta/models/gemini-test:streamGenerateContent?alt=sse&key={QUERY_VALUE}")
+    body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
+    resp = httpx.post(url, json=body, timeout=10,
+                      headers={"x-goog-api-key": GOOGLE_KEY, "x-streamtap-session": "redact",
+                               "x-streamtap-message": "m-gemini"})
+    assert resp.status_code == 200 and CANARY_OUTPUT in resp.text
+
+    records = {mid: find_record(trace_dir, mid, "redact")[1]
+               for mid in ("m-openai", "m-anthropic", "m-gemini")}
+    # The facts that are allowed are there ...
+    openai_record = records["m-openai"]
+    assert openai_record["request"]["headers"]["openai-beta"] == VISIBLE_BETA
+    assert openai_record["request"]["query_keys"] == ["key"]
+    assert openai_record["request"]["tool_names"] == ["apply_patch"]
+    assert openai_record["request"]["message_count"] == 4
+    assert openai_record["correlation"]["request_id"] == VISIBLE_REQUEST_ID
+    assert openai_record["stream"]["tool_calls"][0]["arg_bytes"] > 0
+    assert records["m-gemini"]["request"]["query_keys"] == ["alt", "key"]
+    assert records["m-gemini"]["request"]["model"] == "gemini-test"
+    index = (trace_dir / "redact" / "index.jsonl").read_bytes()
+    assert index.count(b"\n") == 3
+    # ... and no canary is, in any file (records, index, anything else).
+    assert sweep(trace_dir) == []
+    # Nor in the proxy's log.
+    assert not [c for c in CANARIES if c in proxy.log()]
+    assert "canary" not in proxy.log().lower()
+
+
+def test_provider_error_echoing_a_key_is_scrubbed(fake, private_proxy):
+    """A 401 whose message echoes the key: the record keeps the error, not the key."""
+    proxy = private_proxy
+    echoed = "sk-proj-abc123DEF456ghi789JKL0"
+    masked = "sk-proj-********************L0mn"
+    message = (f"Incorrect API key provided: {echoed}. Also seen as {masked}. You can find your "
+               "API key at https://platform.openai.com/account/api-keys.")
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                 "param": None, "code": "invalid_api_key"}}).encode()
+    prefix = fake.add(Scenario([body], status=401, content_type="application/json",
+                               headers=[("www-authenticate", f"Bearer {echoed}")]))
+    client = openai.OpenAI(base_url=proxy.url("fake") + prefix + "/v1", api_key=echoed,
+                           max_retries=0, timeout=10,
+                           default_headers={"x-streamtap-session": "redact-401",
+                                            "x-streamtap-message": "m-401"})
+    with pytest.raises(openai.AuthenticationError) as raised:
+        client.chat.completions.create(model="gpt-test", stream=True,
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert echoed in str(raised.value)  # the client got the provider's message untouched
+    _, record = find_record(proxy.trace_dir, "m-401", "redact-401")
+    error = record["error"]
+    assert error["status"] == 401
+    assert error["error_type"] == "invalid_request_error"
+    assert error["error_code"] == "invalid_api_key"
+    assert error["error_message"].startswith("Incorrect API key provided: [REDACTED]")
+    assert "platform.openai.com" in error["error_message"]  # the rest of the message stays
+    assert record["outcome"]["boundary"] == "provider_error"
+    assert record["outcome"]["retryable"] is False
+    for path in all_files(proxy.trace_dir / "redact-401"):
+        data = path.read_bytes()
+        assert echoed.encode() not in data and masked.encode() not in data, path
+        assert b"abc123DEF456" not in data and b"L0mn" not in data, path
