@@ -123,8 +123,8 @@ def build_sample(record: dict) -> dict:
                    "first_progress_ms": timeline.get("first_progress"),
                    "max_gap_ms": timeline.get("max_gap_ms")},
         "stream": {**{key: record["stream"].get(key) for key in
-                      ("terminal", "finish_reason", "event_counts", "delta_keys", "usage",
-                       "tool_calls", "unknown_types")},
+                      ("bytes", "terminal", "finish_reason", "event_counts", "delta_keys",
+                       "usage", "tool_calls", "unknown_types")},
                    # the shape of each in-stream error, never its message (it can echo input)
                    "errors": [{key: value for key, value in error.items() if key != "message"}
                               for error in record["stream"].get("errors") or []]},

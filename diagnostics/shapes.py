@@ -28,7 +28,7 @@ DEFAULT_MAX_SHAPES = 256
 
 STRUCTURAL_KEYS = frozenset({"type", "object", "role", "event", "status", "finish_reason",
                              "native_finish_reason", "stop_reason", "finishReason",
-                             "done_reason", "format"})
+                             "done_reason", "format", "reason"})
 ERROR_KEYS = frozenset({"type", "code", "status"})  # also kept inside error objects
 OPAQUE_KEYS = frozenset({"args", "arguments", "input", "partialArgs", "parameters", "schema"})
 ID_KEYS = frozenset({"id", "responseId", "call_id", "item_id", "tool_call_id", "tool_use_id"})
