@@ -15,7 +15,7 @@ from . import events as ev
 from .classify import Facts, classify
 from .dialects import choose_dialect
 from .dialects.base import FRAMING_BODY, FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_NONE, Dialect
-from .dialects.json_body import JsonBody, error_fields, provider_error_summary
+from .dialects.json_body import JsonBody, provider_error_summary
 from .record import SCHEMA_VERSION
 from .redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)

@@ -6,18 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+from .dialects.usage import dig as _get
 from .stream import token
 
 _GEMINI_MODEL = re.compile(r"/models/([^/:?]+)")
 MAX_TOOL_NAMES = 64
-
-
-def _get(obj: object, *path: str) -> object:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _number(value: object) -> int | float | None:

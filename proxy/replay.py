@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from diagnostics.samples import SampleError, check_sample
 from . import __version__, sockets
 from .endings import end_response, stall
 from .forward import PassThroughResponse
-from .serve import is_loopback
+from .serve import is_loopback, listen, stop_on_signals
 
 SUFFIX = ".sample.json"
 DEFAULT_PORT = 8788
@@ -254,23 +253,12 @@ async def serve_replay(samples: list[Loaded], host: str, port: int, speed: float
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    try:
-        await site.start()
-    except OSError as exc:
+    stop = stop_on_signals()
+    bound = await listen(runner, host, port)
+    if bound is None:
         await runner.cleanup()
-        print(f"streamtap: cannot listen on {host}:{port}: {exc.strerror or exc} "
-              "(choose another with --port)", file=sys.stderr)
         return 1
-    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     print(banner(host, bound, samples, speed, loop), flush=True)
-    stop = asyncio.Event()
-    running = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            running.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
-            pass
     await stop.wait()
     await runner.cleanup()
     return 0

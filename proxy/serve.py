@@ -46,6 +46,31 @@ def banner(config: Config, port: int) -> str:
     return "\n".join(lines)
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT/SIGTERM. Install it before listening: a supervisor may send
+    SIGTERM as soon as it reads the banner."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+            pass
+    return stop
+
+
+async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
+    """Start listening; return the bound port, or None (said on stderr) if the port is taken."""
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        print(f"streamtap: cannot listen on {host}:{port}: {exc.strerror or exc} "
+              "(choose another with --port)", file=sys.stderr)
+        return None
+    return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
 async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     log = configure_logging(config.log_format)
     store = TraceStore(config.trace_dir, log)
@@ -59,24 +84,12 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
                            max_field_size=config.max_header_bytes,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    # Before listening: a supervisor may send SIGTERM as soon as it reads the banner.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
-            pass
-    site = web.TCPSite(runner, config.host, config.port)
-    try:
-        await site.start()
-    except OSError as exc:
+    stop = stop_on_signals()
+    port = await listen(runner, config.host, config.port)
+    if port is None:
         await runner.cleanup()
         store.close()
-        print(f"streamtap: cannot listen on {config.host}:{config.port}: {exc.strerror or exc} "
-              "(choose another with --port)", file=sys.stderr)
         return 1
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     print(banner(config, port), flush=True)
     if ready is not None:
         ready.set()

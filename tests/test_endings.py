@@ -4,7 +4,6 @@ directly, and the record says who ended the stream."""
 import json
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx

@@ -4,7 +4,8 @@ cache_write. Shared by the streaming dialects and the JSON-body dialect."""
 from __future__ import annotations
 
 
-def _get(obj: object, *path: str) -> object:
+def dig(obj: object, *path: str) -> object:
+    """`obj[path[0]][path[1]]...`, or None where a step is missing or not an object."""
     for key in path:
         if not isinstance(obj, dict):
             return None
@@ -27,9 +28,9 @@ def normalize_usage(usage: object) -> dict[str, object]:
         found = {
             "input": usage.get("prompt_tokens"),
             "output": usage.get("completion_tokens"),
-            "reasoning": _get(usage, "completion_tokens_details", "reasoning_tokens"),
-            "cache_read": _get(usage, "prompt_tokens_details", "cached_tokens")
-            if _get(usage, "prompt_tokens_details", "cached_tokens") is not None
+            "reasoning": dig(usage, "completion_tokens_details", "reasoning_tokens"),
+            "cache_read": dig(usage, "prompt_tokens_details", "cached_tokens")
+            if dig(usage, "prompt_tokens_details", "cached_tokens") is not None
             else usage.get("prompt_cache_hit_tokens"),
         }
     elif "prompt_eval_count" in usage or "eval_count" in usage:  # Ollama native
@@ -38,9 +39,9 @@ def normalize_usage(usage: object) -> dict[str, object]:
         found = {
             "input": usage.get("input_tokens"),
             "output": usage.get("output_tokens"),
-            "reasoning": _get(usage, "output_tokens_details", "reasoning_tokens"),
-            "cache_read": _get(usage, "input_tokens_details", "cached_tokens")
-            if _get(usage, "input_tokens_details", "cached_tokens") is not None
+            "reasoning": dig(usage, "output_tokens_details", "reasoning_tokens"),
+            "cache_read": dig(usage, "input_tokens_details", "cached_tokens")
+            if dig(usage, "input_tokens_details", "cached_tokens") is not None
             else usage.get("cache_read_input_tokens"),
             "cache_write": usage.get("cache_creation_input_tokens"),
         }
