@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 from datetime import datetime, timezone
 
 import aiohttp
@@ -23,7 +24,7 @@ from diagnostics.errors import fingerprint, looks_like_reset
 from diagnostics.recorder import Ending, Limits, Recorder
 from diagnostics.redact import safe_id
 
-from . import sockets
+from . import relay, sockets
 from .faults import FAULT_HEADER, FaultError, parse_fault_header
 from .inject import FaultRun
 from .watchdog import Watchdog
@@ -102,7 +103,10 @@ class Exchange:
         self.rest = rest or "/"
         config = proxy.config
         self.loop = asyncio.get_running_loop()
-        self.t0 = self.loop.time()
+        # perf_counter, not loop.time(): uvloop's clock moves once per loop iteration, in whole
+        # milliseconds, and frame times are what a record is for.
+        self.clock = time.perf_counter
+        self.t0 = self.clock()
         self.task = asyncio.current_task()
         self.interrupted: str | None = None  # shutdown | idle | progress
         self.upstream: aiohttp.ClientResponse | None = None
@@ -135,7 +139,7 @@ class Exchange:
 
     def now(self) -> float:
         """Milliseconds since the request arrived."""
-        return (self.loop.time() - self.t0) * 1000.0
+        return (self.clock() - self.t0) * 1000.0
 
     def interrupt(self, reason: str) -> None:
         """streamtap ends this exchange itself (shutdown, a watchdog): cancel whatever it awaits."""
@@ -303,13 +307,36 @@ class Exchange:
 
     async def _copy_body(self, upstream: aiohttp.ClientResponse,
                          response: web.StreamResponse) -> web.StreamResponse:
-        """The hot loop: read a chunk, timestamp it, record it, write it."""
-        ending = self.ending
+        """The hot path: each upstream chunk is timestamped, recorded and written downstream from
+        the upstream parser's callback (proxy/relay.py), with no await per chunk; this awaits the
+        body's end and ends the exchange the way it ended. The await loop is the fallback."""
+        body = relay.start(self, upstream, response, MAX_CAPTURE_BYTES)
+        if body is None:
+            return await self._copy_body_awaiting(upstream, response)
+        try:
+            how, exc = await body.ended
+        finally:
+            body.detach()
+        if how == relay.EOF:
+            try:
+                return await self.finish_upstream_clean(upstream, response)
+            except ConnectionError as gone:
+                return self._client_gone(gone)
+        if how == relay.CLIENT_GONE:
+            return self._client_gone(exc)
+        if how == relay.UPSTREAM_FAILED and isinstance(
+                exc, (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)):
+            return await self._mirror_upstream_failure(exc)
+        raise exc  # a bug of ours, or an error the await loop would not catch either
+
+    async def _copy_body_awaiting(self, upstream: aiohttp.ClientResponse,
+                                  response: web.StreamResponse) -> web.StreamResponse:
+        """The await loop: read a chunk, timestamp it, record it, write it."""
         feed = self.recorder.feed
         read = upstream.content.readany
         write = response.write
         capture = self.capture
-        clock, t0 = self.loop.time, self.t0
+        clock, t0 = self.clock, self.t0
         try:
             while True:
                 chunk = await read()
