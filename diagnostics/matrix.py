@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from .dialects import dialect_for_path
+from .samples import streamed_dialect
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/\-\[\]]{1,64}")
 _COMMENT = re.compile(r"[A-Za-z0-9 _.:\-]{1,40}")  # a keepalive comment (`OPENROUTER PROCESSING`)
@@ -44,15 +44,9 @@ def _name(value: object, pattern: re.Pattern = _TOKEN) -> str | None:
 def stream_dialect(sample: dict) -> str | None:
     """The dialect a sample's route streams. An HTTP error body (recorded as `json`) and a request
     that got no response (no dialect) belong to the stream the request asked for."""
-    dialect = sample.get("dialect")
-    status = sample.get("status")
-    if dialect not in (None, "json") or (status is not None and status < 400):
-        return dialect
-    request = sample.get("request") or {}
-    by_path = dialect_for_path(request.get("path") or "")
-    streaming = request.get("stream") is True or by_path == "gemini" or (
-        by_path == "ollama-ndjson" and request.get("stream") is not False)
-    return by_path if by_path and streaming else (dialect or "json")
+    dialect = streamed_dialect(sample.get("dialect"), sample.get("status"),
+                               sample.get("request") or {})
+    return dialect or "json"
 
 
 def percentile(values: list[float], p: float) -> float | None:

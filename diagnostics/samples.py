@@ -59,13 +59,15 @@ def sample_ending(record: dict) -> str:
 
 
 def sample_dialect(record: dict) -> str | None:
+    return streamed_dialect(record.get("dialect"), (record.get("response") or {}).get("status"),
+                            record.get("request") or {})
+
+
+def streamed_dialect(dialect: str | None, status: int | None, request: dict) -> str | None:
     """An HTTP error body (read as `json`) or no response belongs to the dialect the request
     streams, so replay can answer that dialect's requests with it."""
-    dialect = record.get("dialect")
-    status = (record.get("response") or {}).get("status")
     if dialect not in (None, "json") or (status is not None and status < 400):
         return dialect
-    request = record.get("request") or {}
     by_path = dialect_for_path(request.get("path") or "")
     streaming = request.get("stream") is True or by_path == "gemini" or (
         by_path == "ollama-ndjson" and request.get("stream") is not False)
