@@ -28,11 +28,13 @@ def _from_loopback(request: web.Request) -> bool:
 
 def add_control_routes(app: web.Application, prefix: str,
                        book_of: Callable[[web.Request], FaultBook]) -> None:
-    @web.middleware
-    async def loopback_only(request: web.Request, handler):
-        if request.path.startswith(prefix + "faults") and not _from_loopback(request):
-            return _error(403, "the control API answers loopback clients only")
-        return await handler(request)
+    def loopback_only(handler):
+        """The control API changes what the proxy does to traffic: loopback clients only."""
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if not _from_loopback(request):
+                return _error(403, "the control API answers loopback clients only")
+            return await handler(request)
+        return guarded
 
     async def list_faults(request: web.Request) -> web.Response:
         return web.json_response({"faults": book_of(request).listing()})
@@ -61,8 +63,7 @@ def add_control_routes(app: web.Application, prefix: str,
     async def clear_faults(request: web.Request) -> web.Response:
         return web.json_response({"removed": book_of(request).clear()})
 
-    app.middlewares.append(loopback_only)
-    app.router.add_get(prefix + "faults", list_faults)
-    app.router.add_post(prefix + "faults", add_fault)
-    app.router.add_delete(prefix + "faults", clear_faults)
-    app.router.add_delete(prefix + "faults/{name}", remove_fault)
+    app.router.add_get(prefix + "faults", loopback_only(list_faults))
+    app.router.add_post(prefix + "faults", loopback_only(add_fault))
+    app.router.add_delete(prefix + "faults", loopback_only(clear_faults))
+    app.router.add_delete(prefix + "faults/{name}", loopback_only(remove_fault))

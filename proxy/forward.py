@@ -432,11 +432,13 @@ class Exchange:
                 self.ending.fault = self.fault.as_record()
             if self.ending.downstream_status is None and self.response is not None:
                 self.ending.downstream_status = self.response.status
-            record = self.recorder.finish(self.ending, self.now())
+            recorder, ending, duration = self.recorder, self.ending, self.now()
             captured = None
             if self.capture is not None:
                 captured = {"request": self.request_body, "response": bytes(self.capture)}
-            self.proxy.store.submit(record, self.started, captured)
-            self.proxy.log_exchange(record)
+            # The exchange is over: nothing touches recorder or ending again, so the record can
+            # be finished on the store's thread rather than here on the event loop.
+            self.proxy.store.submit(lambda: recorder.finish(ending, duration), self.started,
+                                    captured, then=self.proxy.log_exchange)
         except Exception:  # never let bookkeeping break the client's response
             self.proxy.log.exception("record_failed", route=self.route.name)
