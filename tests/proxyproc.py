@@ -16,21 +16,19 @@ REPO = Path(__file__).resolve().parent.parent
 _LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 
-class ProxyProcess:
-    def __init__(self, workdir: Path, routes: dict[str, str], *extra: str,
-                 trace_dir: Path | None = None):
+class StreamtapProcess:
+    """A `streamtap` command as a real subprocess, started once its banner says where it listens
+    (and, with `ready`, once a banner line starts with that text)."""
+
+    def __init__(self, workdir: Path, args: list[str], name: str, ready: str | None = None):
         self.workdir = workdir
-        self.trace_dir = trace_dir or workdir / "traces"
-        self.stderr_path = workdir / f"proxy-{uuid.uuid4().hex[:6]}.log"
-        command = [sys.executable, "-m", "proxy", "serve", "--port", "0",
-                   "--trace-dir", str(self.trace_dir), "--log-format", "json", *extra]
-        for name, url in routes.items():
-            command += ["--route", f"{name}={url}"]
+        self.stderr_path = workdir / f"{name}-{uuid.uuid4().hex[:6]}.log"
         self._stderr = open(self.stderr_path, "wb")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE,
-                                        stderr=self._stderr, env=env)
+        self.process = subprocess.Popen([sys.executable, "-m", "proxy", *args], cwd=workdir,
+                                        stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         self.banner = ""
+        self.port = 0
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             line = self.process.stdout.readline().decode()
@@ -40,17 +38,42 @@ class ProxyProcess:
             match = _LISTENING.search(line)
             if match:
                 self.port = int(match.group(1))
+            if self.port and (ready is None or line.startswith(ready)):
                 return
         self.stop()
-        raise RuntimeError(f"streamtap did not start: {self.banner}{self.log()}")
-
-    def url(self, route: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}/{route}" if route else f"http://127.0.0.1:{self.port}"
+        raise RuntimeError(f"streamtap {name} did not start: {self.banner}{self.log()}")
 
     def log(self) -> str:
         if not self._stderr.closed:
             self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._stderr.close()
+        return self.process.returncode
+
+
+class ProxyProcess(StreamtapProcess):
+    """`streamtap serve` with a trace dir of its own; reads the records it writes."""
+
+    def __init__(self, workdir: Path, routes: dict[str, str], *extra: str,
+                 trace_dir: Path | None = None):
+        self.trace_dir = trace_dir or workdir / "traces"
+        args = ["serve", "--port", "0", "--trace-dir", str(self.trace_dir),
+                "--log-format", "json", *extra]
+        for name, url in routes.items():
+            args += ["--route", f"{name}={url}"]
+        super().__init__(workdir, args, "proxy")
+
+    def url(self, route: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}/{route}" if route else f"http://127.0.0.1:{self.port}"
 
     def records(self, session: str, count: int = 1, timeout: float = 10.0) -> list[dict]:
         """The session's records, oldest first, once `count` of them exist (written by a thread)."""
@@ -68,17 +91,6 @@ class ProxyProcess:
 
     def record(self, session: str) -> dict:
         return self.records(session, 1)[-1]
-
-    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._stderr.close()
-        return self.process.returncode
 
 
 def new_session() -> str:

@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 from diagnostics.samples import build_sample
 from proxy.replay import Chooser, Loaded, request_model
 from tests.fakeprovider import Scenario
-from tests.proxyproc import REPO, ProxyProcess, new_session
+from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream
 from tests.support import fixture
 from tests.test_endings import node_read
@@ -31,53 +29,18 @@ from tests.test_endings import node_read
 IDLE_TIMEOUT_MS = 600  # the proxy's idle watchdog: what makes a `stalled` sample
 CLIENT_PATIENCE_S = 0.35  # a `client_gone` client leaves after this much silence
 DELAY_S = 0.03  # between chunks: gaps of tens of ms, so frame timing is measurable
-_LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 
-class ReplayProcess:
+class ReplayProcess(StreamtapProcess):
     """`streamtap replay` as a real subprocess, like ProxyProcess runs `serve`."""
 
     def __init__(self, workdir: Path, *args: str, port: int = 0):
-        self.stderr_path = workdir / f"replay-{uuid.uuid4().hex[:6]}.log"
-        self._stderr = open(self.stderr_path, "wb")
-        command = [sys.executable, "-m", "proxy", "replay", *args, "--port", str(port)]
-        self.process = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE,
-                                        stderr=self._stderr,
-                                        env={**os.environ, "PYTHONPATH": str(REPO)})
-        self.banner = ""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline().decode()
-            if not line:
-                break
-            self.banner += line
-            match = _LISTENING.search(line)
-            if match:
-                self.port = int(match.group(1))
-            if line.startswith("pick one"):  # the banner's last line
-                return
-        self.stop()
-        raise RuntimeError(f"replay did not start: {self.banner}{self.log()}")
+        super().__init__(workdir, ["replay", *args, "--port", str(port)], "replay",
+                         ready="pick one")  # the banner's last line
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        return self.stderr_path.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._stderr.close()
-        return self.process.returncode
 
 
 def free_port() -> int:
