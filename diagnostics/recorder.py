@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from . import events as ev
 from .classify import Facts, classify
 from .dialects import choose_dialect
-from .dialects.base import FRAMING_BODY, FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_NONE, Dialect
+from .dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
 from .dialects.json_body import JsonBody, provider_error_summary
 from .record import SCHEMA_VERSION
 from .redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
 from .request_summary import summarize_request
 from .shapes import DEFAULT_MAX_SHAPES, ShapeTable
-from .sse import DEFAULT_MAX_LINE, NdjsonDecoder, SseDecoder
+from .sse import DEFAULT_MAX_LINE
 from .stream import StreamState
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
@@ -124,14 +124,8 @@ class Recorder:
         framing = dialect_class.framing
         if framing == FRAMING_BODY:
             self._body = bytearray()
-        elif framing == FRAMING_NDJSON:
-            self._decoder = NdjsonDecoder(self.limits.max_line)
-        elif framing == FRAMING_JSON_ARRAY:
-            from .jsonarray import JsonArrayDecoder
-
-            self._decoder = JsonArrayDecoder(self.limits.max_line)
-        elif framing != FRAMING_NONE:
-            self._decoder = SseDecoder(self.limits.max_line)
+        else:
+            self._decoder = frame_decoder(framing, self.limits.max_line)
         if encoding and framing != FRAMING_NONE:
             self._setup_decompression(encoding.lower())
 

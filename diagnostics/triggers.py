@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import events as ev
-from .dialects.base import FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_SSE, Dialect
-from .sse import NdjsonDecoder, SseDecoder
+from .dialects.base import Dialect, frame_decoder
 from .stream import StreamState
 
 BEFORE_BODY = ("request", "headers")
@@ -83,17 +82,7 @@ class FrameScanner:
         self.mid_frame = mid_frame
         self.state = StreamState()
         self.dialect = dialect_class(self.state)
-        framing = dialect_class.framing
-        if framing == FRAMING_NDJSON:
-            self.decoder = NdjsonDecoder()
-        elif framing == FRAMING_JSON_ARRAY:
-            from .jsonarray import JsonArrayDecoder
-
-            self.decoder = JsonArrayDecoder()
-        elif framing == FRAMING_SSE:
-            self.decoder = SseDecoder()
-        else:
-            self.decoder = None
+        self.decoder = frame_decoder(dialect_class.framing)
         self.fed = 0  # bytes fed
         self.offset = 0  # end of the last complete frame
         self.frames = 0  # complete frames, keepalives not counted

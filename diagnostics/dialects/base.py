@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from .. import events as ev
-from ..sse import Frame
+from ..sse import DEFAULT_MAX_LINE, Frame, NdjsonDecoder, SseDecoder
 from ..stream import StreamState
 
 # How the response body is cut into frames before a dialect sees them.
@@ -20,6 +20,20 @@ FRAMING_NDJSON = "ndjson"
 FRAMING_JSON_ARRAY = "json-array"
 FRAMING_BODY = "body"  # one whole JSON body, handed over at the end
 FRAMING_NONE = "none"  # bytes counted, never parsed
+
+
+def frame_decoder(framing: str, max_line: int = DEFAULT_MAX_LINE):
+    """The incremental decoder that cuts a body of this framing into frames; None for a body
+    read whole (FRAMING_BODY) or not at all (FRAMING_NONE)."""
+    if framing == FRAMING_SSE:
+        return SseDecoder(max_line)
+    if framing == FRAMING_NDJSON:
+        return NdjsonDecoder(max_line)
+    if framing == FRAMING_JSON_ARRAY:
+        from ..jsonarray import JsonArrayDecoder
+
+        return JsonArrayDecoder(max_line)
+    return None
 
 
 class Dialect:
@@ -52,22 +66,31 @@ def load_json(data: bytes, state: StreamState) -> object:
         return None
 
 
+def error_fields(obj: object) -> dict | None:
+    """`{type, code, message}` from any provider's error object (a body or a data frame), or
+    None if it has none. Unwraps the `{"error":{"type":"error",...,"error":{...}}}` envelope."""
+    if not isinstance(obj, dict):
+        return None
+    error = obj.get("error")
+    if isinstance(error, dict):
+        inner = error.get("error")
+        if isinstance(inner, dict):
+            error = inner
+        return {"type": error.get("type") or error.get("status"), "code": error.get("code"),
+                "message": error.get("message")}
+    if isinstance(error, str):  # Ollama: {"error": "..."}
+        return {"type": None, "code": None, "message": error}
+    return None
+
+
 def wrapped_error(obj: object, state: StreamState, t_ms: float,
                   shape: str = "wrapped_chunk") -> bool:
     """The gateway/OpenAI shape: a data frame whose JSON has a truthy top-level `error`."""
-    if not isinstance(obj, dict):
+    if not isinstance(obj, dict) or not obj.get("error"):
         return False
-    error = obj.get("error")
-    if not error:
-        return False
-    if isinstance(error, dict):
-        inner = error.get("error")
-        if isinstance(inner, dict):  # the `{"error":{"type":"error",...,"error":{...}}}` envelope
-            error = inner
-        state.stream_error(shape, t_ms, type=error.get("type") or error.get("status"),
-                           code=error.get("code"), message=error.get("message"))
-    else:
-        state.stream_error(shape, t_ms, message=error if isinstance(error, str) else None)
+    fields = error_fields(obj) or {}
+    state.stream_error(shape, t_ms, type=fields.get("type"), code=fields.get("code"),
+                       message=fields.get("message"))
     return True
 
 

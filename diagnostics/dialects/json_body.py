@@ -6,24 +6,8 @@ from __future__ import annotations
 from .. import events as ev
 from ..redact import scrub
 from ..stream import token
-from .base import FRAMING_BODY, Dialect, load_json
+from .base import FRAMING_BODY, Dialect, error_fields, load_json
 from .usage import normalize_usage
-
-
-def error_fields(obj: object) -> dict | None:
-    """`{type, code, message}` from any provider's error body, or None if it is not one."""
-    if not isinstance(obj, dict):
-        return None
-    error = obj.get("error")
-    if isinstance(error, dict):
-        inner = error.get("error")
-        if isinstance(inner, dict):
-            error = inner
-        return {"type": error.get("type") or error.get("status"), "code": error.get("code"),
-                "message": error.get("message")}
-    if isinstance(error, str):  # Ollama: {"error": "..."}
-        return {"type": None, "code": None, "message": error}
-    return None
 
 
 def finish_reason_of(obj: dict) -> object:
