@@ -16,6 +16,11 @@ def fixture(dialect: str, name: str) -> bytes:
     return (FIXTURES / dialect / name).read_bytes()
 
 
+def first_frames(data: bytes, n: int) -> bytes:
+    """An LF-separated SSE stream cut right after its first `n` blocks (comments count)."""
+    return b"".join(part + b"\n\n" for part in data.split(b"\n\n")[:n])
+
+
 def chunked(data: bytes, sizes: Iterable[int] | str = "whole") -> list[bytes]:
     """Cut `data` whole, byte by byte, or into the given sizes (the rest as a last chunk)."""
     if sizes == "whole":

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from diagnostics.dialects import choose_dialect, dialect_class, openai_chat
 from diagnostics.dialects.openai_chat import OpenAIChat
-from tests.support import FIXTURES, comparable, fixture, record_stream
+from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "openai-chat"
 PATH = "/v1/chat/completions"
@@ -19,11 +19,6 @@ TOOLS_REQUEST = {"model": "gpt-x", "stream": True,
                  "tools": [{"type": "function", "function": {"name": "apply_patch"}}]}
 NAMES = sorted(path.name for path in (FIXTURES / DIALECT).iterdir())
 TOOL_PIECES = ['{"patch":"', "CANARY-ARG-91c2", " ", "CANARY-ARG-91c2", '"}']
-
-
-def first_frames(data: bytes, n: int) -> bytes:
-    """The stream cut right after its first `n` SSE blocks (comments count as blocks)."""
-    return b"".join(part + b"\n\n" for part in data.split(b"\n\n")[:n])
 
 
 def run(data: bytes | str, request: dict | None = None, **kwargs) -> dict:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from diagnostics.dialects import choose_dialect, dialect_class
 from diagnostics.dialects.openai_responses import OpenAIResponses
-from tests.support import FIXTURES, comparable, fixture, record_stream
+from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "openai-responses"
 PATH = "/v1/responses"
@@ -24,11 +24,6 @@ TOOL_PIECES = ['{"patch":"', "CANARY-ARG-91c2", " ", "CANARY-ARG-91c2", '"}']
 # 11 an empty text delta, 12-14 text deltas, 15-17 message item close, 18 response.completed.
 # function_call.sse frames: 0-1 head, 2 item added, 3-7 argument deltas, 8 arguments done,
 # 9 item done, 10 response.completed.
-
-
-def first_frames(data: bytes, n: int) -> bytes:
-    """The stream cut right after its first `n` SSE blocks."""
-    return b"".join(part + b"\n\n" for part in data.split(b"\n\n")[:n])
 
 
 def run(data: bytes | str, request: dict | None = None, **kwargs) -> dict:
