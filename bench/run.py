@@ -237,7 +237,7 @@ class Bench:
             return ("mitmdump not found (e.g. `python3 -m venv /tmp/mitmvenv && "
                     "/tmp/mitmvenv/bin/pip install mitmproxy`, or pass --mitmdump PATH)")
         if name == "streamtap":
-            probe = subprocess.run([self.python, "-c", "import proxy.serve"], cwd=ROOT,
+            probe = subprocess.run([self.python, "-c", "import streamtap.proxy.serve"], cwd=ROOT,
                                    capture_output=True, text=True, timeout=60)
             if probe.returncode != 0:
                 return f"cannot import streamtap with {self.python}: {probe.stderr.strip()[-300:]}"
@@ -261,7 +261,7 @@ class Bench:
             return Target(name, port, proc)
         if name == "streamtap":
             trace_dir = Path(tempfile.mkdtemp(prefix="traces-", dir=self.work))
-            proc = self.procs.start([self.python, "-m", "proxy", "serve", "--port", "0",
+            proc = self.procs.start([self.python, "-m", "streamtap", "serve", "--port", "0",
                                      "--trace-dir", str(trace_dir), "--route",
                                      f"bench={upstream}", "--log-format", "json"], log, cwd=ROOT)
             port = wait_listening(proc, log, None)

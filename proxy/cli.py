@@ -170,7 +170,7 @@ def _samples_parser(commands) -> None:
 def cmd_samples(args: argparse.Namespace) -> int:
     import json
 
-    from diagnostics.matrix import build_matrix, render_markdown
+    from ..diagnostics.matrix import build_matrix, render_markdown
 
     from .samplestore import ExportError, export_samples, load_samples
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from diagnostics.dialects import DIALECT_NAMES
+from ..diagnostics.dialects import DIALECT_NAMES
 
 from .faults import FaultError, FaultRule, rule_from_mapping
 

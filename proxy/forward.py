@@ -20,9 +20,9 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from diagnostics.errors import fingerprint, looks_like_reset
-from diagnostics.recorder import Ending, Limits, Recorder
-from diagnostics.redact import safe_id
+from ..diagnostics.errors import fingerprint, looks_like_reset
+from ..diagnostics.recorder import Ending, Limits, Recorder
+from ..diagnostics.redact import safe_id
 
 from . import relay, sockets
 from .faults import FAULT_HEADER, FaultError, parse_fault_header

@@ -15,9 +15,9 @@ import random
 
 from aiohttp import hdrs, web
 
-from diagnostics.dialects import dialect_for_path
-from diagnostics.errorframes import error_body, native_error_frame, wrapped_error_frame
-from diagnostics.triggers import FrameScanner
+from ..diagnostics.dialects import dialect_for_path
+from ..diagnostics.errorframes import error_body, native_error_frame, wrapped_error_frame
+from ..diagnostics.triggers import FrameScanner
 
 from .endings import end_response, stall
 from .faults import FaultRule

@@ -7,7 +7,7 @@ import sys
 
 import structlog
 
-from diagnostics.redact import scrub
+from ..diagnostics.redact import scrub
 
 
 class _ScrubSecrets(logging.Filter):

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from aiohttp import web
 
-from diagnostics.dialects import dialect_for_path
-from diagnostics.rebuild import Rebuilt, rebuild, writes
-from diagnostics.redact import redact_path
-from diagnostics.samples import SampleError, check_sample
+from ..diagnostics.dialects import dialect_for_path
+from ..diagnostics.rebuild import Rebuilt, rebuild, writes
+from ..diagnostics.redact import redact_path
+from ..diagnostics.samples import SampleError, check_sample
 
-from . import __version__, sockets
+from .. import __version__
+from . import sockets
 from .endings import end_response, stall
 from .forward import PassThroughResponse
 from .serve import is_loopback, listen, stop_on_signals

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__
+from .. import __version__
 from .app import PROXY_KEY, build_app
 from .config import Config
 from .logs import configure_logging

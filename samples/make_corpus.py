@@ -23,13 +23,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
 
-from diagnostics.errors import fingerprint  # noqa: E402
-from diagnostics.matrix import build_matrix, render_markdown  # noqa: E402
-from diagnostics.recorder import Ending, Recorder  # noqa: E402
-from diagnostics.samples import build_sample  # noqa: E402
-from proxy.samplestore import SUFFIX, load_samples, write_sample  # noqa: E402
+
+from streamtap.diagnostics.errors import fingerprint  # noqa: E402
+from streamtap.diagnostics.matrix import build_matrix, render_markdown  # noqa: E402
+from streamtap.diagnostics.recorder import Ending, Recorder  # noqa: E402
+from streamtap.diagnostics.samples import build_sample  # noqa: E402
+from streamtap.proxy.samplestore import SUFFIX, load_samples, write_sample  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "streams"
 README = HERE / "README.md"

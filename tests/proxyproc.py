@@ -24,8 +24,8 @@ class StreamtapProcess:
         self.workdir = workdir
         self.stderr_path = workdir / f"{name}-{uuid.uuid4().hex[:6]}.log"
         self._stderr = open(self.stderr_path, "wb")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.process = subprocess.Popen([sys.executable, "-m", "proxy", *args], cwd=workdir,
+        env = {**os.environ}
+        self.process = subprocess.Popen([sys.executable, "-m", "streamtap", *args], cwd=workdir,
                                         stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         self.banner = ""
         self.port = 0

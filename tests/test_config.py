@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from proxy.cli import build_parser, config_from_args
-from proxy.config import Config, ConfigError, Watchdog, load_file, make_route, parse_route_flag
-from proxy.serve import banner
+from streamtap.proxy.cli import build_parser, config_from_args
+from streamtap.proxy.config import Config, ConfigError, Watchdog, load_file, make_route, parse_route_flag
+from streamtap.proxy.serve import banner
 from tests.proxyproc import REPO
 
 BUILTIN_ROUTES = {
@@ -252,9 +252,9 @@ def test_route_flag_parsing():
 
 # -- the command line: errors stop the process before it listens ---------------------------------
 def run_serve(tmp_path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proxy", "serve", "--port", "0", *argv],
+    return subprocess.run([sys.executable, "-m", "streamtap", "serve", "--port", "0", *argv],
                           cwd=tmp_path, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                          )
 
 
 def test_bad_config_file_exits_2_before_listening(tmp_path):
@@ -286,10 +286,10 @@ def test_port_in_use_exits_1_with_a_hint(tmp_path):
         taken.listen(1)
         port = taken.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "proxy", "serve", "--port", str(port),
+            [sys.executable, "-m", "streamtap", "serve", "--port", str(port),
              "--trace-dir", str(tmp_path / "traces")],
             cwd=tmp_path, capture_output=True, text=True, timeout=30,
-            env={**os.environ, "PYTHONPATH": str(REPO)})
+            )
     assert out.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "--port" in out.stderr
     assert "listening on" not in out.stdout

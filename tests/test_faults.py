@@ -235,7 +235,7 @@ def test_malformed_fault_header_is_a_400_naming_the_problem(fake, proxy):
 
 def test_cli_arms_lists_and_clears(fake, proxy):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "proxy", "fault", *args,
+        return subprocess.run([sys.executable, "-m", "streamtap", "fault", *args,
                                "--proxy", proxy.url()], capture_output=True, text=True,
                               timeout=30, cwd=REPO)
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from diagnostics.dialects import choose_dialect
-from diagnostics.dialects.json_body import JsonBody
+from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.dialects.json_body import JsonBody
 from tests.support import fixture, record_stream
 
 JSON = "application/json"

@@ -15,8 +15,8 @@ import httpx
 import openai
 import pytest
 
-from proxy.config import Config
-from proxy.serve import banner
+from streamtap.proxy.config import Config
+from streamtap.proxy.serve import banner
 from tests.clients import BackgroundRead, keepalive_stream, log_events, wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, new_session
@@ -52,10 +52,10 @@ def read_lines(stream, until: str, timeout: float = 10.0) -> str:
 
 
 def serve_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "proxy", "serve", "--log-format", "json", *args]
+    return [sys.executable, "-m", "streamtap", "serve", "--log-format", "json", *args]
 
 
-SERVE_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+SERVE_ENV = {**os.environ}
 
 
 # -- shutdown -----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def test_ci_runs_the_readme_test_command():
 def test_example_config_loads_and_documents_every_option():
     from dataclasses import fields
 
-    from proxy.config import Config, Watchdog, load_file
+    from streamtap.proxy.config import Config, Watchdog, load_file
 
     config = load_file(REPO / "config.example.toml")
     assert config.routes["my-gateway"].dialect == "openai-chat"
@@ -36,7 +36,7 @@ def test_example_config_loads_and_documents_every_option():
 
 
 def test_example_config_documents_every_fault_key():
-    from proxy.faults import _RULE_KEYS
+    from streamtap.proxy.faults import _RULE_KEYS
 
     text = (REPO / "config.example.toml").read_text()
     for key in _RULE_KEYS:

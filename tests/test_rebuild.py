@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from diagnostics.rebuild import Rebuilt, rebuild, writes
-from diagnostics.samples import build_sample, check_sample
-from diagnostics.sse import NdjsonDecoder, SseDecoder
+from streamtap.diagnostics.rebuild import Rebuilt, rebuild, writes
+from streamtap.diagnostics.samples import build_sample, check_sample
+from streamtap.diagnostics.sse import NdjsonDecoder, SseDecoder
 from tests.streams import chat_text_stream, chat_tool_stream
 from tests.support import FIXTURES, fixture, record_stream
 

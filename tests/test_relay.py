@@ -17,10 +17,10 @@ import pytest
 import structlog
 from aiohttp import web
 
-from proxy import relay
-from proxy.app import build_app
-from proxy.config import Config, make_route
-from proxy.store import TraceStore
+from streamtap.proxy import relay
+from streamtap.proxy.app import build_app
+from streamtap.proxy.config import Config, make_route
+from streamtap.proxy.store import TraceStore
 from tests.clients import wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session

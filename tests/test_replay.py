@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from diagnostics.samples import build_sample
-from proxy.replay import Chooser, Loaded, request_model
+from streamtap.diagnostics.samples import build_sample
+from streamtap.proxy.replay import Chooser, Loaded, request_model
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream
@@ -412,9 +412,9 @@ def test_chooser_without_loop_keeps_serving_the_last():
 
 def test_bad_input_is_refused_with_the_file_named(tmp_path):
     def replay(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "proxy", "replay", *args, "--port", "0"],
+        return subprocess.run([sys.executable, "-m", "streamtap", "replay", *args, "--port", "0"],
                               capture_output=True, text=True, timeout=30, cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+                              )
 
     bad = tmp_path / "broken.sample.json"
     bad.write_text('{"schema_version": 1}')

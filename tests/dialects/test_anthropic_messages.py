@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnostics.dialects import choose_dialect, dialect_class
-from diagnostics.dialects.anthropic_messages import AnthropicMessages
+from streamtap.diagnostics.dialects import choose_dialect, dialect_class
+from streamtap.diagnostics.dialects.anthropic_messages import AnthropicMessages
 from tests.support import FIXTURES, comparable, fixture, record_stream
 
 DIALECT = "anthropic-messages"

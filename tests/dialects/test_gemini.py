@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnostics.dialects import choose_dialect, dialect_class
-from diagnostics.dialects.base import FRAMING_JSON_ARRAY, FRAMING_SSE
-from diagnostics.dialects.gemini import Gemini, GeminiArray
+from streamtap.diagnostics.dialects import choose_dialect, dialect_class
+from streamtap.diagnostics.dialects.base import FRAMING_JSON_ARRAY, FRAMING_SSE
+from streamtap.diagnostics.dialects.gemini import Gemini, GeminiArray
 from tests.support import FIXTURES, comparable, fixture, record_stream
 
 DIALECT = "gemini"

@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnostics.dialects import choose_dialect
-from diagnostics.dialects.ollama_ndjson import OllamaNdjson
+from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.dialects.ollama_ndjson import OllamaNdjson
 from tests.support import comparable, fixture, record_stream
 
 NDJSON = "application/x-ndjson"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnostics.dialects import choose_dialect, dialect_class, openai_chat
-from diagnostics.dialects.openai_chat import OpenAIChat
+from streamtap.diagnostics.dialects import choose_dialect, dialect_class, openai_chat
+from streamtap.diagnostics.dialects.openai_chat import OpenAIChat
 from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "openai-chat"

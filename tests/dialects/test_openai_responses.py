@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diagnostics.dialects import choose_dialect, dialect_class
-from diagnostics.dialects.openai_responses import OpenAIResponses
+from streamtap.diagnostics.dialects import choose_dialect, dialect_class
+from streamtap.diagnostics.dialects.openai_responses import OpenAIResponses
 from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "openai-responses"

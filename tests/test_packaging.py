@@ -1,0 +1,52 @@
+"""The installed distribution adds one top-level name, `streamtap`, to a user's site-packages:
+`proxy` and `diagnostics` are common module names and taken on the package index, so they must
+never be importable at the top level of a user's environment."""
+
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
+    # Build from a copy: a `build/` folder left in a checkout by an earlier build would leak into
+    # the wheel, and the test must not leave one behind either.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", "node_modules", ".hypothesis"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("streamtap-*.whl")
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    before = set(p.name for p in site.iterdir())
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    added = set(p.name for p in site.iterdir()) - before
+
+    assert {name for name in added if not name.endswith(".dist-info")} == {"streamtap"}
+    assert len([name for name in added if name.endswith(".dist-info")]) == 1
+    installed = site / "streamtap"
+    assert (installed / "proxy" / "cli.py").is_file()
+    assert (installed / "diagnostics" / "dialects" / "openai_chat.py").is_file()
+    # The subpackages resolve under the one name (no dependency is needed to find the modules).
+    probe = subprocess.run([str(python), "-c", "import importlib.util as u; "
+                            "print(u.find_spec('streamtap.proxy.cli') is not None, "
+                            "u.find_spec('proxy') is None, u.find_spec('diagnostics') is None)"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert probe.stdout.split() == ["True", "True", "True"]
+
+
+def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "streamtap", "--help"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0
+    assert "serve" in result.stdout and "replay" in result.stdout
