@@ -6,7 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from .config import Config, ConfigError, load_file, parse_route_flag, validate
+from streamtap.proxy.config import Config, ConfigError, load_file, parse_route_flag, validate
 
 
 def _serve_parser(commands) -> None:
@@ -59,7 +59,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .serve import run
+    from streamtap.proxy.serve.run import run
 
     try:
         config = config_from_args(args)
@@ -101,8 +101,8 @@ def _fault_parser(commands) -> None:
 def cmd_fault(args: argparse.Namespace) -> int:
     import json
 
-    from .control_client import ControlError, call, rule_from_flags
-    from .faults import FaultError
+    from streamtap.proxy.faults.client import ControlError, call, rule_from_flags
+    from streamtap.proxy.faults.rules import FaultError
 
     try:
         if args.fault_command == "add":
@@ -170,9 +170,9 @@ def _samples_parser(commands) -> None:
 def cmd_samples(args: argparse.Namespace) -> int:
     import json
 
-    from ..diagnostics.matrix import build_matrix, render_markdown
+    from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
 
-    from .samplestore import ExportError, export_samples, load_samples
+    from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
 
     try:
         if args.samples_command == "export":
@@ -226,6 +226,6 @@ def _replay_parser(commands) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .replay import run
+    from streamtap.proxy.replay.server import run
 
     return run(args.targets, args.host, args.port, args.speed, args.loop)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..diagnostics.dialects import DIALECT_NAMES
+from streamtap.diagnostics.dialects import DIALECT_NAMES
 
-from .faults import FaultError, FaultRule, rule_from_mapping
+from streamtap.proxy.faults.rules import FaultError, FaultRule, rule_from_mapping
 
 
 class ConfigError(ValueError):

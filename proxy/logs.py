@@ -7,7 +7,7 @@ import sys
 
 import structlog
 
-from ..diagnostics.redact import scrub
+from streamtap.diagnostics.record.redact import scrub
 
 
 class _ScrubSecrets(logging.Filter):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from ..diagnostics.record import index_line
+from streamtap.diagnostics.record.schema import index_line
 
 QUEUE_LIMIT = 10_000  # records waiting for the disk; past this they are dropped and logged
 _STOP = object()

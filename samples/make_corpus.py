@@ -25,11 +25,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-from streamtap.diagnostics.errors import fingerprint  # noqa: E402
-from streamtap.diagnostics.matrix import build_matrix, render_markdown  # noqa: E402
-from streamtap.diagnostics.recorder import Ending, Recorder  # noqa: E402
-from streamtap.diagnostics.samples import build_sample  # noqa: E402
-from streamtap.proxy.samplestore import SUFFIX, load_samples, write_sample  # noqa: E402
+from streamtap.diagnostics.verdict.errors import fingerprint  # noqa: E402
+from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown  # noqa: E402
+from streamtap.diagnostics.record.recorder import Ending, Recorder  # noqa: E402
+from streamtap.diagnostics.samples.samples import build_sample  # noqa: E402
+from streamtap.proxy.replay.samplestore import SUFFIX, load_samples, write_sample  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "streams"
 README = HERE / "README.md"

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from streamtap.proxy import sockets
-from streamtap.proxy.forward import PassThroughResponse
+from streamtap.proxy.serve import sockets
+from streamtap.proxy.serve.forward import PassThroughResponse
 
 
 @dataclass

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from streamtap.diagnostics.recorder import Ending, Recorder
+from streamtap.diagnostics.record.recorder import Ending, Recorder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 

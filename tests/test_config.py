@@ -10,7 +10,7 @@ import pytest
 
 from streamtap.proxy.cli import build_parser, config_from_args
 from streamtap.proxy.config import Config, ConfigError, Watchdog, load_file, make_route, parse_route_flag
-from streamtap.proxy.serve import banner
+from streamtap.proxy.serve.run import banner
 from tests.proxyproc import REPO
 
 BUILTIN_ROUTES = {

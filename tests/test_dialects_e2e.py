@@ -6,7 +6,7 @@ import json
 import httpx
 import pytest
 
-from streamtap.diagnostics.recorder import Ending, Recorder
+from streamtap.diagnostics.record.recorder import Ending, Recorder
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session
 from tests.support import fixture

@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtap.diagnostics.jsonarray import JsonArrayDecoder
-from streamtap.diagnostics.sse import Frame
+from streamtap.diagnostics.decode.jsonarray import JsonArrayDecoder
+from streamtap.diagnostics.decode.sse import Frame
 from tests.support import chunked
 
 BODY = b'[{\n  "a": "x}{\\"]",\n  "b": [1, {"c": "\\\\"}]\n}\n,\r\n{"d": 2}\n]\n'

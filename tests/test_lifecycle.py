@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from streamtap.proxy.config import Config
-from streamtap.proxy.serve import banner
+from streamtap.proxy.serve.run import banner
 from tests.clients import BackgroundRead, keepalive_stream, log_events, wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, new_session

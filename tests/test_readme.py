@@ -36,7 +36,7 @@ def test_example_config_loads_and_documents_every_option():
 
 
 def test_example_config_documents_every_fault_key():
-    from streamtap.proxy.faults import _RULE_KEYS
+    from streamtap.proxy.faults.rules import _RULE_KEYS
 
     text = (REPO / "config.example.toml").read_text()
     for key in _RULE_KEYS:

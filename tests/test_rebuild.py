@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from streamtap.diagnostics.rebuild import Rebuilt, rebuild, writes
-from streamtap.diagnostics.samples import build_sample, check_sample
-from streamtap.diagnostics.sse import NdjsonDecoder, SseDecoder
+from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
+from streamtap.diagnostics.samples.samples import build_sample, check_sample
+from streamtap.diagnostics.decode.sse import NdjsonDecoder, SseDecoder
 from tests.streams import chat_text_stream, chat_tool_stream
 from tests.support import FIXTURES, fixture, record_stream
 

@@ -17,8 +17,8 @@ import pytest
 import structlog
 from aiohttp import web
 
-from streamtap.proxy import relay
-from streamtap.proxy.app import build_app
+from streamtap.proxy.serve import relay
+from streamtap.proxy.serve.app import build_app
 from streamtap.proxy.config import Config, make_route
 from streamtap.proxy.store import TraceStore
 from tests.clients import wait_for

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streamtap.diagnostics.samples import build_sample
-from streamtap.proxy.replay import Chooser, Loaded, request_model
+from streamtap.diagnostics.samples.samples import build_sample
+from streamtap.proxy.replay.server import Chooser, Loaded, request_model
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream

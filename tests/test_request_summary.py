@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from streamtap.diagnostics.request_summary import summarize_request
+from streamtap.diagnostics.record.request_summary import summarize_request
 
 PROMPT = "CANARY-PROMPT-1c9e"
 DESC = "CANARY-DESC-6a0f"

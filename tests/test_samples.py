@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streamtap.diagnostics.matrix import build_matrix, percentile, render_markdown, stream_dialect
-from streamtap.diagnostics.samples import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
+from streamtap.diagnostics.samples.matrix import build_matrix, percentile, render_markdown, stream_dialect
+from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
 from streamtap.proxy.cli import main
-from streamtap.proxy.samplestore import ExportError, export_samples, load_samples
+from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session
 from tests.streams import (CANARY_ARG, CANARY_OUTPUT, anthropic_text_stream, chat_text_stream,
@@ -365,7 +365,7 @@ def fixture_strings(value: object, key: str | None = None) -> set[str]:
 
     Left out: provider error messages (a sample keeps a stream error's scrubbed message, as a
     record does), tool names the request defines, model names, and kind names."""
-    from streamtap.diagnostics.shapes import ERROR_KEYS, STRUCTURAL_KEYS
+    from streamtap.diagnostics.record.shapes import ERROR_KEYS, STRUCTURAL_KEYS
 
     found: set[str] = set()
     if isinstance(value, dict):

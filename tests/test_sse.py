@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtap.diagnostics.sse import BOM, DEFAULT_MAX_LINE, Frame, LineSplitter, NdjsonDecoder, SseDecoder
+from streamtap.diagnostics.decode.sse import BOM, DEFAULT_MAX_LINE, Frame, LineSplitter, NdjsonDecoder, SseDecoder
 
 # -- helpers ------------------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Dialect, GenericSse, Opaque
-from .json_body import JsonBody
+from streamtap.diagnostics.dialects.base import Dialect, GenericSse, Opaque
+from streamtap.diagnostics.dialects.json_body import JsonBody
 
 # name -> (module, class). The module is imported the first time the dialect is needed.
 _DIALECTS: dict[str, tuple[str, str]] = {

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 
-from .. import events as ev
-from ..sse import Frame
-from .base import Dialect, load_json, wrapped_error
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import Frame
+from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # What a content block is, once its content_block_start has been seen.
 _TEXT = "text"

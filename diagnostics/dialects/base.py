@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from .. import events as ev
-from ..sse import DEFAULT_MAX_LINE, Frame, NdjsonDecoder, SseDecoder
-from ..stream import StreamState
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, Frame, NdjsonDecoder, SseDecoder
+from streamtap.diagnostics.verdict.stream import StreamState
 
 # How the response body is cut into frames before a dialect sees them.
 FRAMING_SSE = "sse"
@@ -30,7 +30,7 @@ def frame_decoder(framing: str, max_line: int = DEFAULT_MAX_LINE):
     if framing == FRAMING_NDJSON:
         return NdjsonDecoder(max_line)
     if framing == FRAMING_JSON_ARRAY:
-        from ..jsonarray import JsonArrayDecoder
+        from streamtap.diagnostics.decode.jsonarray import JsonArrayDecoder
 
         return JsonArrayDecoder(max_line)
     return None

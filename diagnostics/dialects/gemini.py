@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 
-from .. import events as ev
-from ..sse import Frame
-from .base import FRAMING_JSON_ARRAY, Dialect, load_json, wrapped_error
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import Frame
+from streamtap.diagnostics.dialects.base import FRAMING_JSON_ARRAY, Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 _TEXT = "text"
 _REASONING = "reasoning"

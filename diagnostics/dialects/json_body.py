@@ -3,11 +3,11 @@ error fields from the body, never its content."""
 
 from __future__ import annotations
 
-from .. import events as ev
-from ..redact import scrub
-from ..stream import token
-from .base import FRAMING_BODY, Dialect, error_fields, load_json
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.record.redact import scrub
+from streamtap.diagnostics.verdict.stream import token
+from streamtap.diagnostics.dialects.base import FRAMING_BODY, Dialect, error_fields, load_json
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 
 def finish_reason_of(obj: dict) -> object:

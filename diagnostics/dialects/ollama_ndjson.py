@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from .. import events as ev
-from ..sse import Frame
-from ..stream import StreamState
-from .base import FRAMING_NDJSON, Dialect, load_json, wrapped_error
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import Frame
+from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.base import FRAMING_NDJSON, Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # The ordinary line, as Ollama's Go encoder writes it, ends like this; such a line without tool
 # calls or an error is classified from its bytes alone (about a third of the cost of json.loads,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 
-from .. import events as ev
-from ..sse import Frame
-from ..stream import StreamState
-from .base import Dialect, load_json, wrapped_error
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import Frame
+from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # Finish reasons that say the tool calls before them are whole; `length`, `content_filter` and
 # `error` can cut a call mid-arguments, so they leave it incomplete.

@@ -13,11 +13,11 @@ matter (ids, tool calls, usage, errors), and frames without an event name, are d
 
 from __future__ import annotations
 
-from .. import events as ev
-from ..sse import Frame
-from ..stream import StreamState
-from .base import Dialect, load_json, wrapped_error
-from .usage import normalize_usage
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.sse import Frame
+from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta",

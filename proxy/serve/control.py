@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from .faults import FaultBook, FaultError, rule_from_mapping
+from streamtap.proxy.faults.rules import FaultBook, FaultError, rule_from_mapping
 
 
 def _error(status: int, message: str, field: str | None = None) -> web.Response:

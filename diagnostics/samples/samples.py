@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .dialects import dialect_for_path
-from .record import upgrade
+from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.record.schema import upgrade
 
 SAMPLE_SCHEMA_VERSION = 1
 ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",

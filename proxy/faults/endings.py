@@ -8,7 +8,7 @@ import asyncio
 
 from aiohttp import web
 
-from . import sockets
+from streamtap.proxy.serve import sockets
 
 STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
 ENDS = ("close", "truncate", "reset")

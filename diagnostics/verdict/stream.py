@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from . import events as ev
-from .redact import scrub
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.record.redact import scrub
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 # Provider-generated response ids: long enough that the scrubber's token rule would eat them.

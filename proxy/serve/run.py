@@ -10,11 +10,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .. import __version__
-from .app import PROXY_KEY, build_app
-from .config import Config
-from .logs import configure_logging
-from .store import TraceStore
+from streamtap import __version__
+from streamtap.proxy.serve.app import PROXY_KEY, build_app
+from streamtap.proxy.config import Config
+from streamtap.proxy.logs import configure_logging
+from streamtap.proxy.store import TraceStore
 
 SHUTDOWN_GRACE_S = 5.0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .shapes import OBJ, STR
+from streamtap.diagnostics.record.shapes import OBJ, STR
 
 ARGUMENT_KEY = "a"  # the one key of a rebuilt tool-arguments object
 ID_MARKER = re.compile(r"([A-Za-z]+[-_])?\*#(\d+)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno as errno_names
 
-from .redact import scrub
+from streamtap.diagnostics.record.redact import scrub
 
 WHERE = ("upstream_connect", "upstream_response", "upstream_read", "downstream_write", "proxy")
 _RESET_WORDS = ("connection reset", "econnreset", "errno 104", "broken pipe")

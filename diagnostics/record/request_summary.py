@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from .dialects.usage import dig as _get
-from .stream import token
+from streamtap.diagnostics.dialects.usage import dig as _get
+from streamtap.diagnostics.verdict.stream import token
 
 _GEMINI_MODEL = re.compile(r"/models/([^/:?]+)")
 MAX_TOOL_NAMES = 64

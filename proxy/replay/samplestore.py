@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..diagnostics.record import RecordVersionError, upgrade
-from ..diagnostics.samples import SampleError, build_sample, check_sample, sample_digest, sample_stem
+from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.diagnostics.samples.samples import SampleError, build_sample, check_sample, sample_digest, sample_stem
 
 SUFFIX = ".sample.json"
 _NUMBERED = re.compile(r"(?P<stem>.+)__(?P<n>\d+)\.sample\.json")

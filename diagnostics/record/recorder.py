@@ -11,18 +11,18 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import events as ev
-from .classify import Facts, classify
-from .dialects import choose_dialect
-from .dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
-from .dialects.json_body import JsonBody, provider_error_summary
-from .record import SCHEMA_VERSION
-from .redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.verdict.classify import Facts, classify
+from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
+from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
+from streamtap.diagnostics.record.schema import SCHEMA_VERSION
+from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
-from .request_summary import summarize_request
-from .shapes import DEFAULT_MAX_SHAPES, ShapeTable
-from .sse import DEFAULT_MAX_LINE
-from .stream import StreamState
+from streamtap.diagnostics.record.request_summary import summarize_request
+from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
+from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
+from streamtap.diagnostics.verdict.stream import StreamState
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
@@ -46,7 +46,7 @@ class Ending:
     downstream: str = "complete"  # complete | aborted | client_gone
     downstream_status: int | None = None
     downstream_bytes: int = 0
-    error: dict | None = None  # fingerprint from diagnostics.errors
+    error: dict | None = None  # fingerprint from diagnostics.verdict.errors
     watchdog_fired: str | None = None  # connect | idle | progress
     shutdown: bool = False
     proxy_reason: str | None = None  # the proxy answered or ended it itself: request_too_large ...

@@ -18,12 +18,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from .dialects import choose_dialect, dialect_for_path
-from .dialects.base import FRAMING_BODY, FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_NONE
-from .errorframes import error_body
-from .rebuild_structure import (ARGUMENT_KEY, ID_MARKER, PartialArgs, Piece, Structure, Whole,
+from streamtap.diagnostics.dialects import choose_dialect, dialect_for_path
+from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_JSON_ARRAY, FRAMING_NDJSON, FRAMING_NONE
+from streamtap.diagnostics.dialects.errorframes import error_body
+from streamtap.diagnostics.samples.rebuild_structure import (ARGUMENT_KEY, ID_MARKER, PartialArgs, Piece, Structure, Whole,
                                 fake_id)
-from .shapes import OBJ, SEQ, STR, TEXT
+from streamtap.diagnostics.record.shapes import OBJ, SEQ, STR, TEXT
 
 FILLER = "lorem ipsum dolor sit amet "
 _SENTINEL = re.compile(r"@@(\d+)@@")

@@ -15,12 +15,12 @@ import random
 
 from aiohttp import hdrs, web
 
-from ..diagnostics.dialects import dialect_for_path
-from ..diagnostics.errorframes import error_body, native_error_frame, wrapped_error_frame
-from ..diagnostics.triggers import FrameScanner
+from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.dialects.errorframes import error_body, native_error_frame, wrapped_error_frame
+from streamtap.diagnostics.decode.triggers import FrameScanner
 
-from .endings import end_response, stall
-from .faults import FaultRule
+from streamtap.proxy.faults.endings import end_response, stall
+from streamtap.proxy.faults.rules import FaultRule
 
 
 class FaultRun:

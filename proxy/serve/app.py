@@ -10,12 +10,12 @@ from dataclasses import replace
 import aiohttp
 from aiohttp import web
 
-from .config import Config
-from .control import add_control_routes
-from .faults import FaultBook
-from .forward import Exchange, proxy_error_response
-from .logs import canonical_fields
-from .store import TraceStore
+from streamtap.proxy.config import Config
+from streamtap.proxy.serve.control import add_control_routes
+from streamtap.proxy.faults.rules import FaultBook
+from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.logs import canonical_fields
+from streamtap.proxy.store import TraceStore
 
 CONTROL_PREFIX = "/_streamtap/"
 PROXY_KEY: web.AppKey["Proxy"] = web.AppKey("proxy")

@@ -14,7 +14,7 @@ import random
 import re
 from dataclasses import asdict, dataclass, field, fields
 
-from ..diagnostics.triggers import Trigger, TriggerError, parse_trigger
+from streamtap.diagnostics.decode.triggers import Trigger, TriggerError, parse_trigger
 
 ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
            "delay", "throttle")

@@ -15,16 +15,16 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..diagnostics.dialects import dialect_for_path
-from ..diagnostics.rebuild import Rebuilt, rebuild, writes
-from ..diagnostics.redact import redact_path
-from ..diagnostics.samples import SampleError, check_sample
+from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
+from streamtap.diagnostics.record.redact import redact_path
+from streamtap.diagnostics.samples.samples import SampleError, check_sample
 
-from .. import __version__
-from . import sockets
-from .endings import end_response, stall
-from .forward import PassThroughResponse
-from .serve import is_loopback, listen, stop_on_signals
+from streamtap import __version__
+from streamtap.proxy.serve import sockets
+from streamtap.proxy.faults.endings import end_response, stall
+from streamtap.proxy.serve.forward import PassThroughResponse
+from streamtap.proxy.serve.run import is_loopback, listen, stop_on_signals
 
 SUFFIX = ".sample.json"
 DEFAULT_PORT = 8788

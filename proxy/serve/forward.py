@@ -20,14 +20,14 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from ..diagnostics.errors import fingerprint, looks_like_reset
-from ..diagnostics.recorder import Ending, Limits, Recorder
-from ..diagnostics.redact import safe_id
+from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
+from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
+from streamtap.diagnostics.record.redact import safe_id
 
-from . import relay, sockets
-from .faults import FAULT_HEADER, FaultError, parse_fault_header
-from .inject import FaultRun
-from .watchdog import Watchdog
+from streamtap.proxy.serve import relay, sockets
+from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
+from streamtap.proxy.faults.inject import FaultRun
+from streamtap.proxy.serve.watchdog import Watchdog
 
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
 # recomputes it from the body it forwards, which is the body it received).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .sse import DEFAULT_MAX_LINE, Frame
+from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, Frame
 
 # A JSON string, as the unrolled `"(\\.|[^"\\])*"` loop (no backtracking per character).
 _STR = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'

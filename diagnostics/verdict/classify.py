@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import events as ev
+from streamtap.diagnostics.verdict import events as ev
 
 SLOWING_FAULTS = ("delay", "throttle")
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -55,7 +55,7 @@ class Facts:
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
-        from .dialects import dialect_class as lookup
+        from streamtap.diagnostics.dialects import dialect_class as lookup
 
         stream = record["stream"]
         dialect_class = lookup(record.get("dialect"))

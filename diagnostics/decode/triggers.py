@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import events as ev
-from .dialects.base import Dialect, frame_decoder
-from .stream import StreamState
+from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects.base import Dialect, frame_decoder
+from streamtap.diagnostics.verdict.stream import StreamState
 
 BEFORE_BODY = ("request", "headers")
 TRIGGER_HELP = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "

@@ -1,0 +1,1 @@
+"""Replay: sample files on disk, and the fake provider that serves them."""
