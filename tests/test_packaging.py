@@ -37,6 +37,9 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     installed = site / "streamtap"
     assert (installed / "proxy" / "cli.py").is_file()
     assert (installed / "diagnostics" / "dialects" / "openai_chat.py").is_file()
+    # The starter corpus ships as package data, so replay and the fake provider work without a
+    # checkout.
+    assert len(list((installed / "corpus").glob("*.sample.json"))) >= 80
     # The subpackages resolve under the one name (no dependency is needed to find the modules).
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; "
                             "print(u.find_spec('streamtap.proxy.cli') is not None, "
@@ -50,3 +53,12 @@ def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):
                             text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 0
     assert "serve" in result.stdout and "replay" in result.stdout
+
+
+def test_the_bundled_corpus_is_found_through_the_package():
+    from streamtap.proxy.replay.corpus import bundled_samples_dir
+
+    names = {path.name for path in bundled_samples_dir().glob("*.sample.json")}
+    assert "openai__openai-chat__terminal__1.sample.json" in names
+    assert {name.split("__")[1] for name in names} >= {
+        "openai-chat", "openai-responses", "anthropic-messages", "gemini", "ollama-ndjson"}
