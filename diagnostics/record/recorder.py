@@ -72,6 +72,7 @@ class Recorder:
         self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
         self.marks["request_received"] = 0.0
         self.request: dict = {}
+        self._real_path = ""
         self.response: dict | None = None
         self.request_id: str | None = None
         self.state = StreamState()
@@ -92,6 +93,9 @@ class Recorder:
     # -- the named points -----------------------------------------------------------------
     def on_request(self, method: str, raw_path: str, headers, body: bytes) -> None:
         path, _, query = raw_path.partition("?")
+        # The dialect is chosen from the real path: the recorded one may have a segment redacted.
+        # Kept in memory only, never written to the record.
+        self._real_path = path
         self.request = {
             "method": method,
             "path": redact_path(path),
@@ -116,8 +120,7 @@ class Recorder:
         self.response = {"status": status, "content_type": content_type,
                          "content_encoding": encoding, "headers": kept}
         self.request_id = find_request_id(kept)
-        dialect_class = choose_dialect(self.configured_dialect, self.request.get("path", ""),
-                                       content_type)
+        dialect_class = choose_dialect(self.configured_dialect, self._real_path, content_type)
         if status >= 400 and dialect_class.framing != FRAMING_BODY:
             dialect_class = JsonBody  # an error body is JSON whatever the route streams
         self.dialect = dialect_class(self.state)

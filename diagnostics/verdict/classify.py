@@ -256,8 +256,14 @@ def could_not_connect(f: Facts) -> Verdict | None:
     if code:
         evidence.append(str(code).lower())
     what = "could not connect to" if connect else "got no response headers from"
+    # the message is built by streamtap from the errno name (verdict/errors.py), never a
+    # library's text: "the name api.openai.com could not be resolved"
+    message = error.get("message")
+    why = f": {message} ({code})" if message else f" ({code})"
+    hint = (" Check the host in the route's URL and this machine's DNS."
+            if str(code).startswith("EAI_") else "")
     return Verdict("transport", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f), True,
-                   f"streamtap {what} {f.provider} ({code}); nothing was streamed.")
+                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}")
 
 
 @rule

@@ -2,7 +2,7 @@
 
 Dialects write here through a few small methods and never keep content: a string reaches this
 state only as a provider token (finish reason, error type, event name), checked by `token()`, or
-as an error message that passes the secret scrubber and a length cap.
+as an error message cut to a short sentence without quoted spans or keys (record/messages.py).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.record.messages import provider_message
 from streamtap.diagnostics.record.redact import scrub
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
@@ -30,7 +31,7 @@ def token(value: object) -> str | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, str) and _TOKEN.fullmatch(value):
+    if isinstance(value, str) and _TOKEN.fullmatch(value) and scrub(value) == value:
         return value
     return "<non-token>"
 
@@ -131,13 +132,12 @@ class StreamState:
         self.emit(ev.ERROR, t_ms)
         if len(self.errors) >= MAX_ERRORS:
             return
-        text = message if isinstance(message, str) else None
         self.errors.append({
             "shape": shape,
             "t_ms": round(t_ms, 1),
             "type": token(type),
             "code": token(code),
-            "message": scrub(text)[:300] if text else None,
+            "message": provider_message(message),
         })
 
     # -- tool calls -------------------------------------------------------------------------

@@ -299,10 +299,11 @@ class Exchange:
             self.ending.error = fingerprint("upstream_connect" if connect else
                                             "upstream_response", exc)
             what = "connect to" if connect else "get a response from"
+            error = self.ending.error  # built by streamtap: str(exc) can quote the URL's query
             self.response = self._answer(
                 502, "streamtap_upstream_error",
                 f"streamtap could not {what} the upstream of route `{self.route.name}` "
-                f"({self.route.url}): {type(exc).__name__}: {exc}")
+                f"({self.route.url}): {error['message']} ({error['code'] or error['type']})")
             return None
 
     async def _copy_body(self, upstream: aiohttp.ClientResponse,
