@@ -145,7 +145,7 @@ def test_error_frame_mid_stream():
     assert record["outcome"]["retryable"] is True
     assert record["stream"]["errors"] == [{
         "shape": "wrapped_chunk", "t_ms": 2.0, "type": "UNAVAILABLE", "code": "503",
-        "message": "The model is overloaded. Please try again later."}]
+        "message": "The model is overloaded."}]  # one short sentence is kept
     assert kinds(record)[-1] == "error"
 
 
