@@ -7,11 +7,13 @@ import socket
 import threading
 
 import httpx
+import openai
 import pytest
 
 from tests.clients import all_files, find_record
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
+from tests.streams import CANARY_OUTPUT, chat_text_stream
 
 QUERY_CANARY = "canary-query-1a2b"
 HEADER_CANARY = "canary-header-3c4d"
@@ -182,3 +184,38 @@ def test_hostile_event_names_comments_and_json_keys_are_capped(fake, side_proxy)
     assert {"event": "$str", "json": {}} in shapes
     assert {"event": "message_start", "json": "$obj"} in shapes
     assert {"event": "message_stop", "json": {"type": "$str"}} in shapes
+
+
+def test_an_azure_deployment_path_is_recorded_and_read_as_chat(fake, side_proxy):
+    """The openai SDK's Azure client: a long deployment path with `?api-version=`; the path is not
+    a secret, so the dialect and the path survive (they were `sse` and `[REDACTED]`)."""
+    session = new_session()
+    prefix = fake.add(Scenario(chat_text_stream(3)))
+    deployment = "gpt-4o-prod-eastus2-global-standard"
+    client = openai.AzureOpenAI(
+        azure_endpoint=side_proxy.url("fake") + prefix, api_version="2024-10-21",
+        api_key="canary-azure-key-7a8b", azure_deployment=deployment, max_retries=0, timeout=10,
+        default_headers={"x-streamtap-session": session, "x-streamtap-message": "azure"})
+    got = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+        model=deployment, messages=[{"role": "user", "content": "hi"}], stream=True)
+        if chunk.choices)
+    assert CANARY_OUTPUT in got
+    _, record = find_record(side_proxy.trace_dir, "azure", session)
+    assert record["request"]["path"] == (f"{prefix}/openai/deployments/{deployment}"
+                                         "/chat/completions")
+    assert record["request"]["query_keys"] == ["api-version"]
+    assert record["dialect"] == "openai-chat"
+    assert record["stream"]["event_counts"]["text_delta"] == 3
+    assert record["outcome"]["ok"] is True
+    assert canaries_in(side_proxy.trace_dir / session, "canary-azure-key-7a8b") == []
+
+
+def test_a_long_session_id_in_the_readme_charset_names_its_folder(fake, side_proxy):
+    session = "ses_3kZ9xQ2LmZ8vB3nK7pR4tW6yH1jD5sG0cA9"  # 40 characters: kept, not hashed
+    prefix = fake.add(Scenario(chat_text_stream(1)))
+    resp = httpx.post(side_proxy.url("fake") + prefix + "/v1/chat/completions",
+                      json={"model": "m", "stream": True}, timeout=20,
+                      headers={"x-session-id": session, "x-streamtap-message": "long"})
+    assert resp.status_code == 200
+    path, record = find_record(side_proxy.trace_dir, "long", session)
+    assert record["session_id"] == session and path.parent.name == session
