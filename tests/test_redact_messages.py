@@ -130,6 +130,8 @@ def test_errors_inside_a_stream_get_the_same_treatment(name, body, type_, code, 
     ("the field “prompt text” is invalid", "the field [quoted] is invalid"),
     ("the model doesn't exist and isn't listed", "the model doesn't exist and isn't listed"),
     ("line one\nline two\x00", "line one line two"),
+    ("Authentication failed for ****wuv6", "Authentication failed for [REDACTED]"),  # masked
+    ("Authentication failed for sk-****", "Authentication failed for [REDACTED]"),
     ("", None), ("   ", None), (None, None), (42, None),
 ])
 def test_message_rules(text, kept):

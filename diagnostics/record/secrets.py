@@ -30,8 +30,10 @@ KEY_PATTERNS: dict[str, str] = {
     "aws_key_id": _NOT_AFTER + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])",
     "github_token": _NOT_AFTER + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
     # Fireworks fw_, Hugging Face hf_, Groq gsk_, Replicate r8_, xAI xai-, Perplexity pplx-,
-    # NVIDIA nvapi-, GitLab glpat-
-    "provider_prefix": _NOT_AFTER + r"(?:fw|hf|gsk|r8|xai|pplx|nvapi|glpat)[_-][A-Za-z0-9_\-]{12,}",
+    # NVIDIA nvapi-, GitLab glpat-. The body opens with 12 letters or digits that are not one
+    # lowercase word, so a model or resource name (`xai-grok-2-vision`, `hf_inference_x`) stays.
+    "provider_prefix": (_NOT_AFTER + r"(?:fw|hf|gsk|r8|xai|pplx|nvapi|glpat)[_-]"
+                        r"(?![a-z]+(?![A-Za-z0-9]))[A-Za-z0-9]{12}[A-Za-z0-9_\-]*"),
     "openai_org_project": _NOT_AFTER + r"(?:org|proj)[-_][A-Za-z0-9]{16,}",
     # a short key right after a word that names one: "api key: abcd1234efgh", "token=…".
     # It must hold a letter and a digit or `*`, so "max_tokens: 4096" and "token limit" stay.

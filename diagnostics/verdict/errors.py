@@ -85,10 +85,10 @@ def describe(exc: BaseException, code: str | None) -> str:
 
 def _one(exc: BaseException) -> dict:
     code = errno_name(exc)
-    if code is None and isinstance(getattr(exc, "code", None), str):
+    library_code = getattr(exc, "__dict__", {}).get("code")  # not a deprecated property
+    if code is None and isinstance(library_code, str):
         # a library's own code (e.g. undici-style names); aiohttp's integer `code` is an HTTP
         # status it would have answered with, not what happened, so it is left out
-        library_code = getattr(exc, "code")
         code = library_code if re.fullmatch(r"[A-Z][A-Z0-9_]{0,63}", library_code) else None
     # `type` is a class name from our own process (never input); `message` is built above.
     return {"type": type(exc).__name__[:64], "message": describe(exc, code), "code": code}
