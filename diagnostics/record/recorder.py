@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
-from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, SOURCE_SNIFF, choose
+from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
@@ -54,6 +55,7 @@ class Ending:
     upstream_end_ms: float | None = None
     downstream_end_ms: float | None = None
     watchdog: dict = field(default_factory=dict)
+    upstream_retry: dict | None = None  # a stale pooled connection retried (proxy/serve/upstream.py)
 
 
 class Recorder:
@@ -78,6 +80,9 @@ class Recorder:
         self.shapes = ShapeTable(max_shapes=limits.max_shapes)
         self.body_shape: int | None = None  # the shape of a whole JSON body (json dialect)
         self.dialect: Dialect | None = None
+        self.dialect_source: str | None = None  # how the dialect was chosen (dialects.choose)
+        # The path as the client sent it, to choose the dialect from; never written to the record.
+        self._dialect_path = ""
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
         self._decompress = None
         self._body: bytearray | None = None
@@ -92,6 +97,7 @@ class Recorder:
     # -- the named points -----------------------------------------------------------------
     def on_request(self, method: str, raw_path: str, headers, body: bytes) -> None:
         path, _, query = raw_path.partition("?")
+        self._dialect_path = path
         self.request = {
             "method": method,
             "path": redact_path(path),
@@ -116,10 +122,12 @@ class Recorder:
         self.response = {"status": status, "content_type": content_type,
                          "content_encoding": encoding, "headers": kept}
         self.request_id = find_request_id(kept)
-        dialect_class = choose_dialect(self.configured_dialect, self.request.get("path", ""),
-                                       content_type)
+        dialect_class, self.dialect_source = choose(self.configured_dialect, self._dialect_path,
+                                                    content_type)
         if status >= 400 and dialect_class.framing != FRAMING_BODY:
             dialect_class = JsonBody  # an error body is JSON whatever the route streams
+            self.dialect_source = (SOURCE_CONTENT_TYPE if "json" in (content_type or "")
+                                   else SOURCE_FALLBACK)
         self.dialect = dialect_class(self.state)
         framing = dialect_class.framing
         if framing == FRAMING_BODY:
@@ -212,6 +220,12 @@ class Recorder:
         if self.dialect is not None:
             self.dialect.on_end(t_ms)
 
+    def _source(self) -> str | None:
+        """A sniffed stream whose frames proved no dialect fell back to plain `sse`."""
+        if isinstance(self.dialect, SniffingSse) and self.dialect.sniffed is None:
+            return SOURCE_FALLBACK
+        return self.dialect_source if self.dialect is not None else None
+
     # -- the end ------------------------------------------------------------------------------
     def finish(self, ending: Ending, duration_ms: float) -> dict:
         """Close the books and return the trace record (a plain dict, schema_version 1)."""
@@ -252,6 +266,7 @@ class Recorder:
             "route": self.route,
             "provider": self.provider,
             "dialect": self.dialect.name if self.dialect else None,
+            "dialect_source": self._source(),
             "request": self.request,
             "response": self.response,
             "correlation": {"request_id": self.request_id, "response_id": state.response_id},
@@ -275,6 +290,7 @@ class Recorder:
                 "terminal": state.terminal,
                 "unknown_types": list(state.unknown_types),
                 "tool_calls": [call.as_dict() for call in state.tool_calls.values()],
+                "server_tools": [tool.as_dict() for tool in state.server_tools.values()],
                 "errors": list(state.errors),
                 "protocol_errors": dict(state.protocol_errors),
                 "body_shape": self.body_shape,
@@ -287,6 +303,7 @@ class Recorder:
             },
             "watchdog": {**ending.watchdog, "fired": ending.watchdog_fired},
             "fault": ending.fault,
+            "upstream_retry": ending.upstream_retry,
             "capture": self.capture,
         }
         record["outcome"] = classify(Facts.from_record(record, state, ending))

@@ -45,6 +45,7 @@ def index_line(record: dict) -> dict:
         "started_at": record["started_at"],
         "route": record["route"],
         "dialect": record.get("dialect"),
+        "dialect_source": record.get("dialect_source"),
         "method": request.get("method"),
         "path": request.get("path"),
         "model": request.get("model"),

@@ -52,6 +52,8 @@ class Facts:
     unterminated: bool = False
     max_gap_ms: float = 0.0
     all_forwarded: bool = False  # the client was sent every byte the upstream sent
+    server_tools: list[dict] = field(default_factory=list)  # tools the provider ran itself
+    upstream_retried: bool = False  # a stale pooled connection was retried on a fresh one
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -85,6 +87,8 @@ class Facts:
             unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
             max_gap_ms=record["timeline"]["max_gap_ms"],
             all_forwarded=(record["downstream"]["bytes"] or 0) >= stream["bytes"],
+            server_tools=stream.get("server_tools") or [],
+            upstream_retried=bool(record.get("upstream_retry")),
         )
 
 
@@ -123,6 +127,13 @@ def doing(f: Facts, phase: str | None) -> str:
         call = f.completed_tools[-1]
         name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
         return f"right after tool call {name} completed"
+    if phase in (ev.SERVER_TOOL, ev.AFTER_SERVER_TOOL):
+        running = [tool for tool in f.server_tools if not tool["completed"]]
+        last = (running or f.server_tools or [{"type": None}])[-1]
+        label = ev.server_tool_label(last["type"])
+        if phase == ev.SERVER_TOOL:
+            return f"while the provider was running its {label}"
+        return f"right after the provider's {label} returned its result"
     if phase == ev.AFTER_FINISH:
         reason = f" (finish reason `{f.finish_reason}`)" if f.finish_reason else ""
         return f"after the model had finished{reason}"
@@ -141,6 +152,8 @@ def side_evidence(f: Facts) -> list[str]:
     extra = sorted(f.protocol_errors)
     if f.unterminated:
         extra.append("unterminated_frame")
+    if f.upstream_retried:
+        extra.append("upstream_retry")
     return extra
 
 

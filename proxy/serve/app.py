@@ -14,6 +14,7 @@ from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
 from streamtap.proxy.logs import canonical_fields
 from streamtap.proxy.store import TraceStore
 
@@ -29,6 +30,7 @@ class Proxy:
         self.store = store
         self.log = log
         self.session: aiohttp.ClientSession | None = None
+        self.upstream: UpstreamPool | None = None  # the pool, and its one retry (upstream.py)
         self.inflight: set[Exchange] = set()
         self.faults = FaultBook([replace(rule) for rule in config.faults])
 
@@ -99,16 +101,10 @@ def build_app(config: Config, store: TraceStore, log) -> web.Application:
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connect_s = config.watchdog.connect_timeout_ms / 1000 or None
-        proxy.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=None, connect=connect_s),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),  # never carry one client's cookies to another
-            trust_env=False,
-            trace_configs=[_trace_config()],
-        )
+        proxy.upstream = open_pool(connect_s, [_trace_config()])
+        proxy.session = proxy.upstream.session
         yield
-        await proxy.session.close()
+        await proxy.upstream.close()
 
     async def finish_inflight(app: web.Application) -> None:
         """SIGINT/SIGTERM: end streams in flight now (recorded as proxy_shutdown)."""

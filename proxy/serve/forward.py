@@ -27,6 +27,7 @@ from streamtap.diagnostics.record.redact import safe_id
 from streamtap.proxy.serve import relay, sockets
 from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
 from streamtap.proxy.faults.inject import FaultRun
+from streamtap.proxy.serve.upstream import Attempt
 from streamtap.proxy.serve.watchdog import Watchdog
 
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
@@ -117,6 +118,7 @@ class Exchange:
         self.fault: FaultRun | None = None
         self.capture = bytearray() if config.capture_bodies else None
         self.request_body = b""
+        self.upstream_attempt = Attempt()  # filled by the pool: a stale-connection retry
         now = datetime.now(timezone.utc)
         self.started = now
         wd = config.watchdog
@@ -284,11 +286,10 @@ class Exchange:
             if self.fault is not None and self.fault.cuts_body:
                 # A fault that cuts on frames must read them: ask for an uncompressed body.
                 headers.popall(hdrs.ACCEPT_ENCODING, None)
-            return await self.proxy.session.request(
-                request.method, url, headers=headers,
+            return await self.proxy.upstream.send(
+                self, request.method, url, headers=headers,
                 data=body if (body or request.content_length is not None) else None,
-                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS,
-                trace_request_ctx=self)
+                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             connect = isinstance(exc, (aiohttp.ClientConnectorError,
                                        aiohttp.ConnectionTimeoutError))
@@ -428,6 +429,7 @@ class Exchange:
         """Finish the record and hand it to the store. Synchronous: this runs even after a cancel."""
         try:
             self.ending.downstream_bytes = self.downstream_bytes
+            self.ending.upstream_retry = self.upstream_attempt.retry
             if self.fault is not None:
                 self.ending.fault = self.fault.as_record()
             if self.ending.downstream_status is None and self.response is not None:

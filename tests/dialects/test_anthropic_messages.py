@@ -210,7 +210,8 @@ def test_unknown_events_and_blocks_are_named_not_guessed():
     assert outcome(record) == ("provider_close", "before_progress")
 
 
-def test_server_tool_use_is_a_tool_call_and_its_result_is_meta():
+def test_server_tool_use_is_a_provider_run_tool_and_its_result_ends_it():
+    """Issue 11 class 5: no client tool call; the break after the result names the search."""
     data = (event("content_block_start", {"type": "content_block_start", "index": 0,
                                           "content_block": {"type": "server_tool_use",
                                                             "id": "srvtoolu_1",
@@ -224,12 +225,15 @@ def test_server_tool_use_is_a_tool_call_and_its_result_is_meta():
                                                               "content": [{"title": "CANARY"}]}})
             + event("content_block_stop", {"type": "content_block_stop", "index": 1}))
     record = run(data, upstream="reset")
-    # web_search is not a tool the request defined: its name is not kept
-    assert record["stream"]["tool_calls"] == [{"index": 0, "name": None, "started_ms": 2.0,
-                                               "arg_chunks": 1, "arg_bytes": 19,
-                                               "completed": True}]
-    assert kinds(record)[-2:] == ["meta", "meta"]
-    assert outcome(record) == ("transport", "after_tool_call")
+    assert record["stream"]["tool_calls"] == []
+    assert record["stream"]["server_tools"] == [{"index": 0, "type": "web_search",
+                                                 "started_ms": 2.0, "completed": True}]
+    assert kinds(record) == ["server_tool_start", "server_tool_delta", "meta",
+                             "server_tool_end", "meta"]
+    assert outcome(record) == ("transport", "after_server_tool")
+    assert "right after the provider's web search returned its result" in \
+        record["outcome"]["summary"]
+    assert "CANARY" not in json.dumps(record)
 
 
 def test_gateway_error_chunk_and_unparseable_frames():

@@ -217,8 +217,8 @@ def test_a_blocked_prompt_ends_the_stream_with_its_block_reason():
 
 
 def test_unmodelled_parts_are_named():
-    record = run(chunk({"executableCode": {"language": "PYTHON", "code": "CANARY"}}))
-    assert record["stream"]["unknown_types"] == ["executableCode"]
+    record = run(chunk({"inlineData": {"mimeType": "image/png", "data": "CANARY"}}))
+    assert record["stream"]["unknown_types"] == ["inlineData"]
     assert kinds(record) == ["unknown"]
 
 
