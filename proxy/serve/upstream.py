@@ -1,17 +1,25 @@
 """The upstream connection pool, and the one retry streamtap allows itself.
 
 Providers and their CDNs close idle keep-alive connections (often after 60 s). If that close
-crosses streamtap taking the connection from its pool, aiohttp finds the transport closing when it
-goes to write the request and fails with "Cannot write to closing transport": not one byte of the
-request left streamtap, so the provider never saw it. That failure is streamtap's, not the
-provider's, and it is retried once on a fresh (never pooled) connection, as browsers do and as
-RFC 9112 section 9.3.1 allows when the request was never applied. Once any byte of the request
-may have been written, nothing is retried: an LLM request is not idempotent (it costs tokens).
+crosses streamtap taking the connection from its pool, aiohttp finds the transport closing or gone
+when it goes to write the request: not one byte of the request left streamtap, so the provider
+never saw it. That failure is streamtap's, not the provider's, and it is retried once on a fresh
+(never pooled) connection, as browsers do and as RFC 9112 section 9.3.1 allows when the request
+was never applied. Once any byte of the request may have been written, nothing is retried: an LLM
+request is not idempotent (it costs tokens). aiohttp's `UploadTracker` says how many bytes of the
+body reached the kernel; the headers travel in the same write as the body, never before it.
+
+The close can also land in the kernel a moment before the write, while the event loop has not yet
+read it: so right before the first write on a reused connection, the socket is polled, and an idle
+keep-alive connection with something to read (the far side's FIN, a reset, a stray response) is
+given up unwritten, like the closing transport above.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import select
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -21,6 +29,10 @@ from streamtap.diagnostics.verdict.errors import fingerprint
 # connection before the far side does (the race above then needs a close within these 15 s).
 KEEPALIVE_TIMEOUT_S = 15.0
 STALE_REASON = "stale_pooled_connection"
+# aiohttp writes a bytes body (headers included) in one write and, up to this size, reaches the
+# tracker's "finished" without awaiting: a body this small that was cut short (cancelled) with
+# zero bytes counted was never written. A larger one could have been cut while draining.
+MAX_ABORTED_BODY = 64 * 1024
 
 
 @dataclass
@@ -31,8 +43,9 @@ class Attempt:
     carries one of these as its `upstream_attempt` attribute.
     """
 
-    reused: bool = False  # this try went out on a connection taken from the pool
-    body_written: bool = False  # aiohttp reported a chunk of the request written to the socket
+    reused: bool = False  # the current try went out on a connection taken from the pool
+    transport: object = None  # the current try's connection (for the poll before writing)
+    polled: bool = False  # the poll before the first write was done
     # The retry, if one happened: why, and the failure of the first try (an error fingerprint:
     # exception types and aiohttp's own messages about the socket, never request content).
     retry: dict | None = None
@@ -41,7 +54,42 @@ class Attempt:
     def begin(self) -> None:
         self.tries += 1
         self.reused = False
-        self.body_written = False
+        self.transport = None
+        self.polled = False
+
+
+# The attempt the current task is sending, for the connector (which sees no trace context).
+_SENDING: ContextVar[Attempt | None] = ContextVar("streamtap_upstream_attempt", default=None)
+
+
+class StaleConnectionError(aiohttp.ClientConnectionResetError):
+    """The pooled connection was already closed by the upstream: nothing was written to it."""
+
+
+class PoolConnector(aiohttp.TCPConnector):
+    """A TCPConnector that tells the request's Attempt which connection it got."""
+
+    async def connect(self, req, traces, timeout):  # BaseConnector.connect, documented API
+        connection = await super().connect(req, traces, timeout)
+        attempt = _SENDING.get()
+        if attempt is not None:
+            attempt.transport = connection.transport
+        return connection
+
+
+def peer_has_closed(transport) -> bool:
+    """An idle keep-alive connection has nothing to read until it is sent a request: readable
+    means the far side closed it (FIN or reset) or wrote something unasked. Polls, never reads."""
+    if transport is None or transport.is_closing():
+        return True
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 @dataclass
@@ -50,46 +98,58 @@ class UpstreamPool:
 
     session: aiohttp.ClientSession
     fresh: aiohttp.ClientSession
-    retries: int = field(default=0)  # stale connections retried since start (for tests and logs)
+    retries: int = 0  # stale connections retried since start
 
-    async def send(self, ctx, method: str, url, **kwargs) -> aiohttp.ClientResponse:
+    async def send(self, ctx, method: str, url, *, data: bytes | None = None,
+                   **kwargs) -> aiohttp.ClientResponse:
         """`session.request(...)`, retried once on a fresh connection if a reused one turned
         out stale before a single byte of the request was written."""
         attempt: Attempt = ctx.upstream_attempt
         attempt.begin()
+        tracker = aiohttp.UploadTracker()
+        sending = _SENDING.set(attempt)
         try:
-            return await self.session.request(method, url, trace_request_ctx=ctx, **kwargs)
+            return await self.session.request(method, url, data=data, trace_request_ctx=ctx,
+                                              upload_tracker=tracker, **kwargs)
         except (aiohttp.ClientError, OSError) as exc:
-            if not (attempt.reused and not attempt.body_written and nothing_was_written(exc)):
+            if not (attempt.reused and nothing_was_written(tracker, data)):
                 raise
             attempt.retry = {"reason": STALE_REASON,
                              "first_error": fingerprint("upstream_response", exc)}
             self.retries += 1
+        finally:
+            _SENDING.reset(sending)
         attempt.begin()
-        return await self.fresh.request(method, url, trace_request_ctx=ctx, **kwargs)
+        return await self.fresh.request(method, url, data=data, trace_request_ctx=ctx, **kwargs)
 
     async def close(self) -> None:
         await self.session.close()
         await self.fresh.close()
 
 
-def nothing_was_written(exc: BaseException) -> bool:
-    """True if the failure is aiohttp refusing to write to a transport that was already closing
-    (`ClientConnectionResetError`, raised before the write, so the write sent nothing)."""
+def nothing_was_written(tracker: aiohttp.UploadTracker, body: bytes | None) -> bool:
+    """True only when it is certain that no byte of the request reached the socket: the body's
+    one write was refused because the transport was already closing, or (small bodies) the
+    upload was cut short before any byte was counted. An empty body is never judged: its
+    headers go out alone, which the tracker does not count."""
+    if not body or not tracker.upload_complete.done() or tracker.bytes_written:
+        return False
+    failure = tracker.upload_complete.exception()
+    if isinstance(failure, aiohttp.UploadAbortedError):
+        return len(body) <= MAX_ABORTED_BODY
     seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 8:
-        if isinstance(current, aiohttp.ClientConnectionResetError):
-            return True
-        current = current.__cause__ or current.__context__
+    while failure is not None and seen < 4:
+        if isinstance(failure, aiohttp.ClientConnectionResetError):
+            return True  # "Cannot write to closing transport": raised instead of writing
+        failure = failure.__cause__ or failure.__context__
         seen += 1
     return False
 
 
 def attempt_trace_config() -> aiohttp.TraceConfig:
-    """Tells each request's `Attempt` whether its connection was pooled and whether a chunk of
-    the request reached the socket (`on_request_headers_sent` fires before headers are written,
-    so only chunk notifications count)."""
+    """Tells each request's `Attempt` whether its connection came from the pool, and polls a
+    reused connection right before its first write (aiohttp awaits `on_request_chunk_sent`
+    before writing the chunk, and the headers go out with the first chunk)."""
     config = aiohttp.TraceConfig()
 
     async def reused(session, ctx, params) -> None:
@@ -97,13 +157,17 @@ def attempt_trace_config() -> aiohttp.TraceConfig:
         if attempt is not None:
             attempt.reused = True
 
-    async def written(session, ctx, params) -> None:
+    async def before_write(session, ctx, params) -> None:
         attempt = getattr(ctx.trace_request_ctx, "upstream_attempt", None)
-        if attempt is not None:
-            attempt.body_written = True
+        if attempt is None or not attempt.reused or attempt.polled:
+            return
+        attempt.polled = True
+        if peer_has_closed(attempt.transport):
+            raise StaleConnectionError("the upstream closed this pooled connection; "
+                                       "nothing was written to it")
 
     config.on_connection_reuseconn.append(reused)
-    config.on_request_chunk_sent.append(written)
+    config.on_request_chunk_sent.append(before_write)
     return config
 
 
@@ -122,8 +186,7 @@ def open_pool(connect_timeout_s: float | None,
             trace_configs=traces,
         )
 
-    pooled = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300,
-                                  keepalive_timeout=KEEPALIVE_TIMEOUT_S)
+    pooled = PoolConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_TIMEOUT_S)
     fresh = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=True)
     return UpstreamPool(session(pooled), session(fresh))
 
