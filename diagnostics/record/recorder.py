@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
-from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, SOURCE_SNIFF, choose
+from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
@@ -55,7 +55,9 @@ class Ending:
     upstream_end_ms: float | None = None
     downstream_end_ms: float | None = None
     watchdog: dict = field(default_factory=dict)
-    upstream_retry: dict | None = None  # a stale pooled connection retried (proxy/serve/upstream.py)
+    # A stale pooled connection retried (proxy/serve/upstream.py): a fixed reason and an error
+    # fingerprint, whose message passes the secret scrubber like every `error` here.
+    upstream_retry: dict | None = None
 
 
 class Recorder:
@@ -80,7 +82,8 @@ class Recorder:
         self.shapes = ShapeTable(max_shapes=limits.max_shapes)
         self.body_shape: int | None = None  # the shape of a whole JSON body (json dialect)
         self.dialect: Dialect | None = None
-        self.dialect_source: str | None = None  # how the dialect was chosen (dialects.choose)
+        # How the dialect was chosen: one of the fixed DIALECT_SOURCES names, never request text.
+        self.dialect_source: str | None = None
         # The path as the client sent it, to choose the dialect from; never written to the record.
         self._dialect_path = ""
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder

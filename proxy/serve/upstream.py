@@ -86,10 +86,16 @@ def peer_has_closed(transport) -> bool:
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        fd = sock.fileno()
+        if fd < 0:
+            return True
+        if hasattr(select, "poll"):  # no FD_SETSIZE limit, unlike select()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([fd], [], [], 0)[0])
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 @dataclass
