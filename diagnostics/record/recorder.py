@@ -181,6 +181,9 @@ class Recorder:
             elif frame.unterminated:
                 kind = ev.UNTERMINATED  # not interpreted: clients drop it too
                 shape = None
+            elif frame.oversized:  # its data was not kept (memory is bounded): nothing to read
+                kind = ev.UNKNOWN
+                shape = None
             else:
                 kind = dialect_frame(frame, t_ms)
                 shape = shape_of(frame.event, frame.data, kind)
@@ -204,6 +207,8 @@ class Recorder:
                 self._on_frames(leftover, t_ms)
             if self._decoder.overlong_lines:
                 self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
+            if getattr(self._decoder, "oversized_events", 0):
+                self.state.protocol_errors["event_too_long"] = self._decoder.oversized_events
         if self._body is not None and self.dialect is not None:
             body = bytes(self._body)
             self.dialect.on_body(body, t_ms)
