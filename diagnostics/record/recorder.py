@@ -19,7 +19,8 @@ from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_su
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
 from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
-from streamtap.diagnostics.record.request_summary import summarize_request
+from streamtap.diagnostics.record.request_summary import (keys_from_tail, summarize_partial_body,
+                                                            summarize_request)
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
 from streamtap.diagnostics.verdict.stream import StreamState
@@ -72,6 +73,7 @@ class Recorder:
         self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
         self.marks["request_received"] = 0.0
         self.request: dict = {}
+        self._partial_json = False  # a streamed JSON request body: its tail may name the model
         self.response: dict | None = None
         self.request_id: str | None = None
         self.state = StreamState()
@@ -90,7 +92,10 @@ class Recorder:
         self.max_gap_ms = 0.0
 
     # -- the named points -----------------------------------------------------------------
-    def on_request(self, method: str, raw_path: str, headers, body: bytes) -> None:
+    def on_request(self, method: str, raw_path: str, headers, body: bytes,
+                   complete: bool = True) -> None:
+        """`body` is the whole request body, or (`complete` False) the first bytes of one too
+        large to hold: it is streamed upstream and `on_request_body_end` tells its end."""
         path, _, query = raw_path.partition("?")
         self.request = {
             "method": method,
@@ -99,9 +104,21 @@ class Recorder:
             "body_bytes": len(body),
             "headers": keep_headers(headers, REQUEST_HEADERS_KEPT),
         }
-        self.request.update(summarize_request(body, path))
+        self._partial_json = not complete and body.lstrip()[:1] == b"{"
+        if complete:
+            self.request.update(summarize_request(body, path))
+        else:
+            self.request.update(summarize_partial_body(body, path))
         names = self.request.get("tool_names") or ()
         self.state.defined_tool_names = self.shapes.defined_tool_names = frozenset(names)
+
+    def on_request_body_end(self, body_bytes: int, tail: bytes) -> None:
+        """A streamed request body was sent whole: its size, and its last bytes (a model key an
+        SDK writes after the messages is found there)."""
+        self.request["body_bytes"] = body_bytes
+        if self._partial_json:
+            for key, value in keys_from_tail(tail).items():
+                self.request.setdefault(key, value)
 
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""

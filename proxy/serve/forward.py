@@ -36,6 +36,14 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024
+# A request body up to this size is read whole and summarised whole; a larger one is streamed
+# upstream as it arrives (memory stays flat) and summarised from its first and last bytes.
+SUMMARY_PREFIX_BYTES = 2 * 1024 * 1024
+SUMMARY_TAIL_BYTES = 64 * 1024
+
+
+class RequestBodyTooLarge(Exception):
+    """A streamed request body (no Content-Length) went past max_request_body_bytes."""
 
 
 def _connection_tokens(headers) -> set[str]:
@@ -117,6 +125,8 @@ class Exchange:
         self.fault: FaultRun | None = None
         self.capture = bytearray() if config.capture_bodies else None
         self.request_body = b""
+        self.body_head = b""  # a streamed body's first bytes, until _stream_body sends them
+        self.body_over_limit = False
         now = datetime.now(timezone.utc)
         self.started = now
         wd = config.watchdog
@@ -182,16 +192,17 @@ class Exchange:
 
     async def _exchange(self) -> web.StreamResponse:
         request, recorder, ending = self.request, self.recorder, self.ending
-        body = await self._read_body()
+        head = await self._read_body_head()
         raw_rest = self.rest
-        recorder.on_request(request.method, raw_rest, request.headers.items(), body or b"")
-        if body is None:
-            ending.proxy_reason = "request_too_large"
-            limit = self.proxy.config.max_request_body_bytes
-            return self._answer(413, "streamtap_request_too_large",
-                                f"the request body is larger than streamtap's limit of {limit} "
-                                "bytes (max_request_body_bytes); nothing was forwarded")
-        self.request_body = body
+        body, complete = head if head is not None else (b"", True)
+        recorder.on_request(request.method, raw_rest, request.headers.items(), body, complete)
+        if head is None:
+            return self._too_large()
+        if complete:
+            self.request_body = body
+        else:  # streamed: the body is sent by _stream_body as it arrives, never held whole
+            self.body_head = body
+            body = None
         try:
             self.fault = self._choose_fault()
         except FaultError as exc:
@@ -263,20 +274,57 @@ class Exchange:
         ending.downstream_end_ms = self.now()
         return response
 
-    async def _read_body(self) -> bytes | None:
-        """The whole request body, or None when it is over the limit (nothing is forwarded)."""
+    def _too_large(self) -> web.Response:
+        self.ending.proxy_reason = "request_too_large"
+        limit = self.proxy.config.max_request_body_bytes
+        return self._answer(413, "streamtap_request_too_large",
+                            f"the request body is larger than streamtap's limit of {limit} "
+                            "bytes (max_request_body_bytes); raise it in the config if the "
+                            "provider accepts such bodies")
+
+    async def _read_body_head(self) -> tuple[bytes, bool] | None:
+        """The body's first SUMMARY_PREFIX_BYTES (all of it when shorter) and whether that is the
+        whole body; None when its Content-Length is over the limit (nothing is forwarded)."""
         limit = self.proxy.config.max_request_body_bytes
         length = self.request.content_length
         if length is not None and length > limit:
             return None
-        body = bytearray()
-        async for chunk in self.request.content.iter_any():
-            body += chunk
-            if len(body) > limit:
+        head = bytearray()
+        content = self.request.content
+        while len(head) <= SUMMARY_PREFIX_BYTES:
+            chunk = await content.readany()
+            if not chunk:
+                return bytes(head), True
+            head += chunk
+            if len(head) > limit:
                 return None
-        return bytes(body)
+        return bytes(head), False
 
-    async def _send(self, body: bytes) -> aiohttp.ClientResponse | None:
+    async def _stream_body(self, head: bytes):
+        """The request body for the upstream, as it arrives: the head already read, then the
+        rest chunk by chunk; its size and last bytes go to the recorder at the end."""
+        limit = self.proxy.config.max_request_body_bytes
+        sent = len(head)
+        tail = head[-SUMMARY_TAIL_BYTES:]
+        self.body_head = b""
+        capture = bytearray(head) if self.capture is not None else None
+        yield head
+        del head
+        async for chunk in self.request.content.iter_any():
+            sent += len(chunk)
+            if sent > limit:
+                self.body_over_limit = True
+                raise RequestBodyTooLarge(sent)
+            tail = (tail + chunk)[-SUMMARY_TAIL_BYTES:]
+            if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
+                capture += chunk
+            self.recorder.request["body_bytes"] = sent
+            yield chunk
+        self.recorder.on_request_body_end(sent, tail)
+        if capture is not None:
+            self.request_body = bytes(capture)
+
+    async def _send(self, body: bytes | None) -> aiohttp.ClientResponse | None:
         request = self.request
         url = URL(self.route.url + self.rest, encoded=True)
         try:
@@ -284,12 +332,20 @@ class Exchange:
             if self.fault is not None and self.fault.cuts_body:
                 # A fault that cuts on frames must read them: ask for an uncompressed body.
                 headers.popall(hdrs.ACCEPT_ENCODING, None)
+            if body is None:
+                data = self._stream_body(self.body_head)
+                if request.content_length is not None:  # keep it: no chunked upload then
+                    headers[hdrs.CONTENT_LENGTH] = str(request.content_length)
+            else:
+                data = body if (body or request.content_length is not None) else None
             return await self.proxy.session.request(
-                request.method, url, headers=headers,
-                data=body if (body or request.content_length is not None) else None,
+                request.method, url, headers=headers, data=data,
                 allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS,
                 trace_request_ctx=self)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            if self.body_over_limit:
+                self.response = self._too_large()
+                return None
             connect = isinstance(exc, (aiohttp.ClientConnectorError,
                                        aiohttp.ConnectionTimeoutError))
             if isinstance(exc, aiohttp.ConnectionTimeoutError):
