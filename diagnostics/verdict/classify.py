@@ -207,13 +207,17 @@ def proxy_answered(f: Facts) -> Verdict | None:
     if not f.proxy_reason:
         return None
     reason = f.proxy_reason
-    retryable = False if reason in ("request_too_large", "bad_fault_header") else None
+    retryable = False if reason in ("request_too_large", "bad_fault_header",
+                                    "path_dot_segments_refused") else None
     text = {
         "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
                              "answered 413 and sent nothing upstream",
         "internal_error": "streamtap hit an internal error and ended the exchange",
         "bad_fault_header": "the x-streamtap-fault header was malformed, so streamtap answered "
                             "400 and sent nothing upstream",
+        "path_dot_segments_refused": "the path had a `..` segment that would leave the route's "
+                                     "base path, so streamtap answered 400 and sent nothing "
+                                     "upstream",
     }.get(reason, f"streamtap ended the exchange itself ({reason})")
     return Verdict("proxy", stream_phase(f), "high", [reason] + side_evidence(f), retryable,
                    text[0].upper() + text[1:] + ".")

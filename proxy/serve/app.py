@@ -12,6 +12,7 @@ from aiohttp import web
 
 from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
+from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
 from streamtap.proxy.logs import canonical_fields
@@ -121,8 +122,9 @@ def build_app(config: Config, store: TraceStore, log) -> web.Application:
 
     app.cleanup_ctx.append(upstream_session)
     app.on_shutdown.append(finish_inflight)
-    app.router.add_get(CONTROL_PREFIX + "health", handle_health)
+    # Every /_streamtap/ endpoint sits behind the one guard (proxy/serve/guard.py).
+    app.router.add_get(CONTROL_PREFIX + "health", guarded(handle_health))
     add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
-    app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", handle_control_unknown)
+    app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", guarded(handle_control_unknown))
     app.router.add_route("*", "/{tail:.*}", handle_forward)
     return app

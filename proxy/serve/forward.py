@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 import time
 from datetime import datetime, timezone
+from urllib.parse import unquote
 
 import aiohttp
 from aiohttp import hdrs, web
@@ -53,13 +55,26 @@ def _connection_tokens(headers) -> set[str]:
     return names
 
 
+# Proxy-Authorization is a credential for the proxy a client talks to, never for the provider.
+NOT_FORWARDED = frozenset({"host", "content-length", "proxy-authorization"})
+_SEGMENT_SEPARATORS = re.compile(r"[/\\]")
+
+
+def has_dot_dot_segment(rest: str) -> bool:
+    """Whether the path holds a `..` segment (also percent-encoded, or between backslashes, as
+    some servers read them): forwarded, it would climb out of the route's base path."""
+    path = unquote(rest.partition("?")[0])
+    return any(segment == ".." for segment in _SEGMENT_SEPARATORS.split(path))
+
+
 def upstream_request_headers(headers) -> CIMultiDict:
-    """The client's headers minus hop-by-hop ones, Host, Content-Length and streamtap's own."""
+    """The client's headers minus hop-by-hop ones, Host, Content-Length, Proxy-Authorization
+    and streamtap's own."""
     named = _connection_tokens(headers)
     kept = CIMultiDict()
     for name, value in headers.items():
         lname = name.lower()
-        if (lname in HOP_BY_HOP or lname in named or lname in ("host", "content-length")
+        if (lname in HOP_BY_HOP or lname in named or lname in NOT_FORWARDED
                 or lname.startswith("x-streamtap-")):
             continue
         kept.add(name, value)
@@ -198,6 +213,14 @@ class Exchange:
         recorder.on_request(request.method, raw_rest, request.headers.items(), body, complete)
         if head is None:
             return self._too_large()
+        if has_dot_dot_segment(raw_rest):
+            # Refused, not normalised: a client sending `..` is broken or probing, and the
+            # record says so (proxy_reason) rather than hiding it by fixing the path.
+            ending.proxy_reason = "path_dot_segments_refused"
+            return self._answer(400, "streamtap_bad_path",
+                                "the path has a `..` segment, which would leave the route's base "
+                                f"path ({self.route.url}); streamtap refuses it, nothing was "
+                                "forwarded")
         if complete:
             self.request_body = body
         else:  # streamed: the body is sent by _stream_body as it arrives, never held whole
