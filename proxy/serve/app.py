@@ -70,9 +70,8 @@ def _split_route(raw_path: str) -> tuple[str, str]:
 
 async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
-    return web.json_response({"status": "ok", "inflight": len(proxy.inflight),
-                              "records_written": proxy.store.written,
-                              "records_failed": proxy.store.failed})
+    store = proxy.store.health()  # status, reason when degraded, records written and failed
+    return web.json_response({**store, "inflight": len(proxy.inflight)})
 
 
 async def handle_control_unknown(request: web.Request) -> web.Response:

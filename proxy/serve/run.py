@@ -1,11 +1,17 @@
-"""`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM."""
+"""`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM.
+
+A second signal means "exit now": the records of finished exchanges are written, then the process
+exits (status 0). The handlers stay until the process is gone, so a signal never kills it midway.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -28,11 +34,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def banner(config: Config, port: int) -> str:
+def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
     host = config.host if ":" not in config.host else f"[{config.host}]"
     lines = [f"streamtap {__version__} listening on http://{host}:{port}",
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
              "routes: point a client's base URL at the left column",]
+    if trace_problem:
+        lines[1] = (f"traces: UNUSABLE: {trace_problem}; records will fail until this is fixed "
+                    "(traffic is still forwarded; see GET /_streamtap/health)")
     width = max(len(route.base_url(host, port)) for route in config.routes.values())
     for route in config.routes.values():
         lines.append(f"  {route.base_url(host, port):<{width}}  ->  "
@@ -46,17 +55,55 @@ def banner(config: Config, port: int) -> str:
     return "\n".join(lines)
 
 
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGINT/SIGTERM. Install it before listening: a supervisor may send
-    SIGTERM as soon as it reads the banner."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_on_signals(exit_now: Callable[[], None]) -> asyncio.Event:
+    """An event set by SIGINT/SIGTERM; a second signal calls `exit_now`. Install it before
+    listening: a supervisor may send SIGTERM as soon as it reads the banner."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+
+    def on_signal() -> None:
+        if stop.is_set():
+            exit_now()
+        stop.set()
+
+    for signum in STOP_SIGNALS:
         try:
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, on_signal)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
             pass
     return stop
+
+
+def ignore_late_signals() -> None:
+    """Everything is written and the process is on its way out: a late signal is ignored, so it
+    can only end the way it is already ending (status 0).
+
+    Left alone, the default action (death by the signal, status -15) comes back twice: when the
+    loop closes, and when Python finalizes (it resets its own handlers to the default, but leaves
+    SIG_IGN alone). The swap happens with the signals blocked, so there is no gap between."""
+    loop = asyncio.get_running_loop()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for signum in STOP_SIGNALS:
+            try:
+                loop.remove_signal_handler(signum)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+                pass
+            signal.signal(signum, signal.SIG_IGN)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _exit_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
@@ -78,25 +125,33 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     if problem:
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
+
+    def exit_now() -> None:
+        """A second SIGINT/SIGTERM: write the records of exchanges already finished, then go."""
+        log.warning("exiting_now", reason="a second stop signal",
+                    inflight=len(app[PROXY_KEY].inflight))
+        store.close()
+        _exit_now(0)
     app = build_app(config, store, log)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            max_line_size=config.max_header_bytes,
                            max_field_size=config.max_header_bytes,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    stop = stop_on_signals()
+    stop = stop_on_signals(exit_now)
     port = await listen(runner, config.host, config.port)
     if port is None:
         await runner.cleanup()
         store.close()
         return 1
-    print(banner(config, port), flush=True)
+    print(banner(config, port, problem), flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
     await runner.cleanup()
     store.close()
+    ignore_late_signals()
     return 0
 
 
