@@ -269,11 +269,12 @@ def test_unwritable_trace_dir_does_not_affect_traffic(fake, tmp_path):
                               headers={"x-streamtap-session": "unwritable"})
             assert resp.status_code == 200
             assert resp.content == direct
-        failed = wait_for(lambda: len(log_events(proxy.log(), "trace_write_failed")) == 2)
-        assert failed, proxy.log()
         assert log_events(proxy.log(), "trace_dir_unusable"), proxy.log()
         assert wait_for(lambda: len(log_events(proxy.log(), "request")) == 2), proxy.log()
+        # One line for the kind of failure, not one per record; health counts them.
+        assert len(log_events(proxy.log(), "trace_write_failed")) == 1, proxy.log()
         health = httpx.get(proxy.url("_streamtap/health"), timeout=5).json()
+        assert health["status"] == "degraded"
         assert health["records_written"] == 0
         assert health["records_failed"] == 2
     finally:
