@@ -1,0 +1,36 @@
+"""`python bench/soak.py` runs, bounded, and prints figures that hold: as many records as requests
+(and index lines), no unhandled exception, no canary in any record or log line. A short version
+here; README gives the figures of a full run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def figure(output: str, label: str) -> int:
+    match = re.search(rf"^{label}: (\d+)", output, re.M)
+    assert match, f"no `{label}` in the soak's output:\n{output}"
+    return int(match.group(1))
+
+
+def test_a_short_soak_prints_equal_requests_and_records_and_no_canary():
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "4",
+                           "--streams", "40", "--seed", "3"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    output = done.stdout
+    requests = figure(output, "requests")
+    assert requests > 40, output  # the streams looped: more requests than streams
+    assert figure(output, "records") == requests, output
+    assert f"(index lines: {requests})" in output
+    assert figure(output, "unhandled exceptions") == 0, output
+    assert figure(output, "canaries found") == 0, output
+    assert re.search(r"^rss MiB: start [\d.]+ middle [\d.]+ end [\d.]+", output, re.M), output
+    assert "proxy exit status: 0" in output
+    # Every kind of stream ran: hostile ones and clients that never read included.
+    for kind in ("endless", "huge_line", "slow_drip", "never_reads", "dialect+fault"):
+        assert f'"{kind}"' in output, output
