@@ -58,6 +58,9 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 class Tally:
     def __init__(self):
         self.attempts = 0
+        self.sent = 0
+        self.ids: list[str] = []
+        self.errors: dict[str, str] = {}  # message id -> what the client got, when it failed
         self.connect_failed = 0
         self.kinds: dict[str, int] = {}
         self.client_errors = 0
@@ -101,6 +104,8 @@ async def one_request(session: aiohttp.ClientSession, base: str, rng: random.Ran
                "x-streamtap-session": f"soak-{rng.randrange(sessions)}"}
     if item["fault"]:
         headers["x-streamtap-fault"] = item["fault"]
+    # The record keeps it as message_id: a request without a record can be named.
+    headers["x-streamtap-message"] = f"{item['kind'].replace('+', '_')}.{tally.attempts}"
     body = {"model": "soak-model", "stream": True,
             "messages": [{"role": "user", "content": f"say {CANARY} please"}]}
     tally.attempts += 1
@@ -115,16 +120,25 @@ async def one_request(session: aiohttp.ClientSession, base: str, rng: random.Ran
                 pass
     except aiohttp.ClientConnectorError:
         tally.connect_failed += 1  # never reached streamtap: no record is owed
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
         tally.client_errors += 1  # faults end streams badly on purpose
+        tally.errors[headers["x-streamtap-message"]] = type(exc).__name__
 
 
 async def client(base: str, seed: int, deadline: float, tally: Tally, sessions: int,
                  connector: aiohttp.BaseConnector) -> None:
     rng = random.Random(seed)
     timeout = aiohttp.ClientTimeout(total=30)
+    sent = aiohttp.TraceConfig()
+
+    async def headers_sent(_session, _ctx, params) -> None:
+        tally.sent += 1  # the request reached streamtap's socket: a record is owed
+        tally.ids.append(params.headers.get("x-streamtap-message"))
+
+    sent.on_request_headers_sent.append(headers_sent)
     async with aiohttp.ClientSession(connector=connector, connector_owner=False,
-                                     timeout=timeout, auto_decompress=False) as session:
+                                     timeout=timeout, auto_decompress=False,
+                                     trace_configs=[sent]) as session:
         await asyncio.sleep(rng.uniform(0, 1.0))  # do not all connect in the same millisecond
         while time.monotonic() < deadline:
             await one_request(session, base, rng, tally, sessions)
@@ -168,6 +182,7 @@ async def soak(seconds: float, streams: int, seed: int, workdir: Path) -> dict:
             async with session.post(base + "/v1/chat/completions", json={"model": "warm"}) as r:
                 await r.read()
         tally.attempts += 1  # the warm-up is a request too
+        tally.sent += 1
         rss = {"start": rss_mib(proxy.pid)}
         started = time.monotonic()
         deadline = started + seconds
@@ -192,16 +207,20 @@ async def soak(seconds: float, streams: int, seed: int, workdir: Path) -> dict:
         status = proxy.wait(30)
         await connector.close()
         await runner.cleanup()
-    records = sum(1 for path in trace_dir.rglob("*.json") if not path.name.startswith("."))
+    record_files = [path for path in trace_dir.rglob("*.json") if not path.name.startswith(".")]
+    records = len(record_files)
+    seen = {json.loads(path.read_text()).get("message_id") for path in record_files}
+    missing = sorted(set(tally.ids) - seen - {None})
     index_lines = sum(len(path.read_text().splitlines()) for path in trace_dir.rglob("index.jsonl"))
     log = log_path.read_text(errors="replace")
     unhandled = sum(1 for line in log.splitlines() if any(mark in line for mark in UNHANDLED_MARKS))
-    return {"seconds": seconds, "streams": streams, "requests": tally.attempts -
-            tally.connect_failed, "records": records, "index_lines": index_lines,
+    return {"seconds": seconds, "streams": streams, "requests": tally.sent,
+            "attempts": tally.attempts, "records": records, "index_lines": index_lines,
             "unhandled_exceptions": unhandled, "rss_mib": rss,
             "canaries_found": canaries_in(trace_dir, log_path), "exit_status": status,
             "connect_failed": tally.connect_failed, "client_errors": tally.client_errors,
-            "kinds": dict(sorted(tally.kinds.items()))}
+            "kinds": dict(sorted(tally.kinds.items())),
+            "without_record": [f"{name}({tally.errors.get(name, 'ok')})" for name in missing]}
 
 
 def report(result: dict) -> list[str]:
@@ -216,7 +235,8 @@ def report(result: dict) -> list[str]:
              f"proxy exit status: {result['exit_status']}",
              f"by kind: {json.dumps(result['kinds'])}",
              f"client-side errors (faults end streams on purpose): {result['client_errors']}; "
-             f"connections refused: {result['connect_failed']}"]
+             f"connections refused: {result['connect_failed']}; requests never sent: "
+             f"{result['attempts'] - result['requests']}"]
     return lines
 
 
@@ -224,7 +244,8 @@ def failures(result: dict) -> list[str]:
     rss = result["rss_mib"]
     problems = []
     if result["requests"] != result["records"] or result["records"] != result["index_lines"]:
-        problems.append("requests, records and index lines differ")
+        problems.append("requests, records and index lines differ; requests without a record "
+                        f"(kind.number): {' '.join(result['without_record'][:20])}")
     if result["unhandled_exceptions"]:
         problems.append("unhandled exceptions in the proxy's log")
     if result["canaries_found"]:
@@ -242,11 +263,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=1000,
                         help="concurrent streams (default 1000)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", metavar="DIR", help="a new folder to keep the trace dir and "
+                                                       "the proxy's log in (default: deleted)")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.streams <= 0:
         parser.error("--seconds and --streams must be positive")
-    with tempfile.TemporaryDirectory(prefix="streamtap-soak-") as folder:
-        result = asyncio.run(soak(args.seconds, args.streams, args.seed, Path(folder)))
+    if args.keep:  # to look at the records and the proxy's log afterwards
+        Path(args.keep).mkdir(parents=True, exist_ok=False)
+        result = asyncio.run(soak(args.seconds, args.streams, args.seed, Path(args.keep)))
+    else:
+        with tempfile.TemporaryDirectory(prefix="streamtap-soak-") as folder:
+            result = asyncio.run(soak(args.seconds, args.streams, args.seed, Path(folder)))
     for line in report(result):
         print(line)
     problems = failures(result)

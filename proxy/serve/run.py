@@ -23,6 +23,11 @@ from streamtap.proxy.logs import configure_logging
 from streamtap.proxy.store import TraceStore
 
 SHUTDOWN_GRACE_S = 5.0
+# aiohttp's default accept queue is 128: a burst of new connections past it (hundreds of streams
+# opening while the loop is busy) overflows it, and Linux drops connections the client already
+# believes open (it sends its request, then gets a reset: no record, no answer). The kernel caps
+# this at net.core.somaxconn.
+LISTEN_BACKLOG = 2048
 
 
 def is_loopback(host: str) -> bool:
@@ -108,7 +113,7 @@ def _exit_now(status: int) -> None:
 
 async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
     """Start listening; return the bound port, or None (said on stderr) if the port is taken."""
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     try:
         await site.start()
     except OSError as exc:
