@@ -10,7 +10,8 @@ A canary word rides in every place a secret or content can be (the API key, the 
 the model's output): none may reach a record or the log.
 
 It prints what it saw and exits 1 if an invariant fails: requests == records, no unhandled
-exception in the proxy's log, no canary found, RSS at the end within 10% of the middle.
+exception in the proxy's log, no canary found, RSS at the end within 10% of the middle (in runs
+of 30 s or more: a shorter one is still warming up at its middle).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ UNHANDLED_MARKS = ("Traceback", "proxy_internal_error", "record_failed", "trace_
                    "Error handling request", "exception was never retrieved",
                    "record_log_failed")
 LOG_EVERY_S = 10
+FLAT_RSS_FROM_S = 30
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
@@ -250,7 +252,8 @@ def failures(result: dict) -> list[str]:
         problems.append("unhandled exceptions in the proxy's log")
     if result["canaries_found"]:
         problems.append("a canary reached a record or the log")
-    if rss["end"] > rss["middle"] * 1.10:
+    # A short run is still warming up at its middle (allocator arenas, pools): judged from 30 s.
+    if result["seconds"] >= FLAT_RSS_FROM_S and rss["end"] > rss["middle"] * 1.10:
         problems.append("RSS grew more than 10% from the middle to the end")
     if result["exit_status"] != 0:
         problems.append("the proxy did not exit cleanly")

@@ -4,10 +4,13 @@ here; README gives the figures of a full run."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.readme import shell_blocks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,19 +21,23 @@ def figure(output: str, label: str) -> int:
     return int(match.group(1))
 
 
-def test_a_short_soak_prints_equal_requests_and_records_and_no_canary():
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "soak.py"), "--seconds", "4",
-                           "--streams", "40", "--seed", "3"], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+def test_readmes_short_soak_prints_equal_requests_and_records_and_no_canary():
+    [command] = shell_blocks("Hardening")
+    assert command.startswith("python bench/soak.py")
+    # Verbatim, with this interpreter first on PATH as `python`.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=180,
+                          cwd=REPO, env=env)
     output = done.stdout
     requests = figure(output, "requests")
-    assert requests > 40, output  # the streams looped: more requests than streams
+    assert requests > 50, output + done.stderr  # the streams looped: more requests than streams
     assert figure(output, "records") == requests, output
     assert f"(index lines: {requests})" in output
     assert figure(output, "unhandled exceptions") == 0, output
     assert figure(output, "canaries found") == 0, output
     assert re.search(r"^rss MiB: start [\d.]+ middle [\d.]+ end [\d.]+", output, re.M), output
     assert "proxy exit status: 0" in output
+    assert done.returncode == 0 and "FAILED" not in output, output
     # Every kind of stream ran: hostile ones and clients that never read included.
     for kind in ("endless", "huge_line", "slow_drip", "never_reads", "dialect+fault"):
         assert f'"{kind}"' in output, output
