@@ -195,6 +195,7 @@ class TraceStore:
         self.log = log
         self.written = 0  # records on disk with their index line (never one without the other)
         self.failed = 0
+        self.dropped = 0  # records dropped since the queue last filled up (the disk is slow)
         self.unusable: str | None = None  # why the trace dir failed the start-up check
         self.failures = WriteFailures(log, self.trace_dir, clock)
         self._write = write
@@ -217,6 +218,8 @@ class TraceStore:
         """`degraded` with the reason while records fail (or the trace dir failed its check and
         nothing was written since); the counts are of records on disk and records lost."""
         reason = self.failures.reason or (self.unusable if not self.written else None)
+        if reason is None and self.dropped:
+            reason = f"the disk is too slow: {self.dropped} records were dropped"
         health: dict = {"status": "degraded" if reason else "ok"}
         if reason:
             health["reason"] = f"trace records are failing: {reason}"
@@ -235,8 +238,11 @@ class TraceStore:
             self._queue.put_nowait((record, started, captured, then))
         except queue.Full:
             self.failed += 1
-            self.log.error("trace_dropped", reason=f"{QUEUE_LIMIT} records are waiting for "
-                                                    "the disk")
+            self.dropped += 1
+            if self.dropped == 1:  # said once; the writer thread says when it caught up
+                self.log.error("trace_dropped", reason=f"{QUEUE_LIMIT} records are waiting for "
+                                                        "the disk; further ones are dropped "
+                                                        "and counted")
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop the writer thread."""
@@ -252,6 +258,9 @@ class TraceStore:
                 continue
             if item is _STOP:
                 return
+            if self.dropped and self._queue.empty():
+                self.log.info("trace_queue_caught_up", dropped=self.dropped)
+                self.dropped = 0
             record, started, captured, then = item
             if callable(record):
                 try:

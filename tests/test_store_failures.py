@@ -163,3 +163,30 @@ def test_a_file_for_a_trace_dir_is_said_in_the_banner_and_health(fake, tmp_path)
         assert len(failed) == 1, proxy.log()
     finally:
         assert proxy.stop() == 0
+
+
+def test_a_disk_too_slow_for_the_queue_is_said_once_and_in_health(tmp_path, monkeypatch):
+    import threading
+
+    from streamtap.proxy import store as store_module
+
+    monkeypatch.setattr(store_module, "QUEUE_LIMIT", 5)
+    gate = threading.Event()
+
+    def slow_write(fd, data):
+        gate.wait(10)
+        return os.write(fd, data)
+
+    log = Log()
+    store = TraceStore(tmp_path / "traces", log, write=slow_write)
+    fill(store, range(30))  # one in the writer's hands, five waiting, the rest dropped
+    health = store.health()
+    assert health["status"] == "degraded" and "too slow" in health["reason"]
+    assert len(log.events("trace_dropped")) == 1
+    gate.set()
+    settle(store, 30)
+    store.close()
+    # Five waited in the queue (six if the writer had taken one before the queue filled).
+    assert store.written in (5, 6) and store.written + store.failed == 30
+    assert log.events("trace_queue_caught_up") == [{"dropped": store.failed}]
+    assert store.health()["status"] == "ok"
