@@ -342,6 +342,8 @@ class Exchange:
             if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
                 capture += chunk
             self.recorder.request["body_bytes"] = sent
+            # The idle watchdog waits for the upstream; a long upload is not the upstream idling.
+            self.last_byte_ms = self.now()
             yield chunk
         self.recorder.on_request_body_end(sent, tail)
         if capture is not None:

@@ -63,9 +63,13 @@ def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def stop_on_signals(exit_now: Callable[[], None]) -> asyncio.Event:
-    """An event set by SIGINT/SIGTERM; a second signal calls `exit_now`. Install it before
-    listening: a supervisor may send SIGTERM as soon as it reads the banner."""
+def stop_on_signals(exit_now: Callable[[], None] | None = None) -> asyncio.Event:
+    """An event set by SIGINT/SIGTERM; a second signal calls `exit_now` (by default, exits at
+    once: there is nothing to write). Install it before listening: a supervisor may send SIGTERM
+    as soon as it reads the banner."""
+    if exit_now is None:
+        def exit_now() -> None:
+            _exit_now(0)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
