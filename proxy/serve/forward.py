@@ -26,7 +26,7 @@ from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
 from streamtap.diagnostics.record.redact import safe_id
 
-from streamtap.proxy.serve import relay, sockets
+from streamtap.proxy.serve import relay, sockets, upload
 from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
 from streamtap.proxy.faults.inject import FaultRun
 from streamtap.proxy.serve.watchdog import Watchdog
@@ -38,14 +38,6 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024
-# A request body up to this size is read whole and summarised whole; a larger one is streamed
-# upstream as it arrives (memory stays flat) and summarised from its first and last bytes.
-SUMMARY_PREFIX_BYTES = 2 * 1024 * 1024
-SUMMARY_TAIL_BYTES = 64 * 1024
-
-
-class RequestBodyTooLarge(Exception):
-    """A streamed request body (no Content-Length) went past max_request_body_bytes."""
 
 
 def _connection_tokens(headers) -> set[str]:
@@ -140,7 +132,7 @@ class Exchange:
         self.fault: FaultRun | None = None
         self.capture = bytearray() if config.capture_bodies else None
         self.request_body = b""
-        self.body_head = b""  # a streamed body's first bytes, until _stream_body sends them
+        self.body_head = b""  # a streamed body's first bytes, until upload.stream sends them
         self.body_over_limit = False
         now = datetime.now(timezone.utc)
         self.started = now
@@ -207,7 +199,7 @@ class Exchange:
 
     async def _exchange(self) -> web.StreamResponse:
         request, recorder, ending = self.request, self.recorder, self.ending
-        head = await self._read_body_head()
+        head = await upload.read_head(request, self.proxy.config.max_request_body_bytes)
         raw_rest = self.rest
         body, complete = head if head is not None else (b"", True)
         recorder.on_request(request.method, raw_rest, request.headers.items(), body, complete)
@@ -223,7 +215,7 @@ class Exchange:
                                 "forwarded")
         if complete:
             self.request_body = body
-        else:  # streamed: the body is sent by _stream_body as it arrives, never held whole
+        else:  # streamed: the body is sent by upload.stream as it arrives, never held whole
             self.body_head = body
             body = None
         try:
@@ -305,50 +297,6 @@ class Exchange:
                             "bytes (max_request_body_bytes); raise it in the config if the "
                             "provider accepts such bodies")
 
-    async def _read_body_head(self) -> tuple[bytes, bool] | None:
-        """The body's first SUMMARY_PREFIX_BYTES (all of it when shorter) and whether that is the
-        whole body; None when its Content-Length is over the limit (nothing is forwarded)."""
-        limit = self.proxy.config.max_request_body_bytes
-        length = self.request.content_length
-        if length is not None and length > limit:
-            return None
-        head = bytearray()
-        content = self.request.content
-        while len(head) <= SUMMARY_PREFIX_BYTES:
-            chunk = await content.readany()
-            if not chunk:
-                return bytes(head), True
-            head += chunk
-            if len(head) > limit:
-                return None
-        return bytes(head), False
-
-    async def _stream_body(self, head: bytes):
-        """The request body for the upstream, as it arrives: the head already read, then the
-        rest chunk by chunk; its size and last bytes go to the recorder at the end."""
-        limit = self.proxy.config.max_request_body_bytes
-        sent = len(head)
-        tail = head[-SUMMARY_TAIL_BYTES:]
-        self.body_head = b""
-        capture = bytearray(head) if self.capture is not None else None
-        yield head
-        del head
-        async for chunk in self.request.content.iter_any():
-            sent += len(chunk)
-            if sent > limit:
-                self.body_over_limit = True
-                raise RequestBodyTooLarge(sent)
-            tail = (tail + chunk)[-SUMMARY_TAIL_BYTES:]
-            if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
-                capture += chunk
-            self.recorder.request["body_bytes"] = sent
-            # The idle watchdog waits for the upstream; a long upload is not the upstream idling.
-            self.last_byte_ms = self.now()
-            yield chunk
-        self.recorder.on_request_body_end(sent, tail)
-        if capture is not None:
-            self.request_body = bytes(capture)
-
     async def _send(self, body: bytes | None) -> aiohttp.ClientResponse | None:
         request = self.request
         url = URL(self.route.url + self.rest, encoded=True)
@@ -358,7 +306,7 @@ class Exchange:
                 # A fault that cuts on frames must read them: ask for an uncompressed body.
                 headers.popall(hdrs.ACCEPT_ENCODING, None)
             if body is None:
-                data = self._stream_body(self.body_head)
+                data = upload.stream(self, self.body_head)
                 if request.content_length is not None:  # keep it: no chunked upload then
                     headers[hdrs.CONTENT_LENGTH] = str(request.content_length)
             else:
