@@ -37,7 +37,7 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
                         "transfer-encoding", "upgrade", "expect"})
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
-MAX_CAPTURE_BYTES = 64 * 1024 * 1024
+MAX_CAPTURE_BYTES = upload.MAX_CAPTURE_BYTES  # per side, with --capture-bodies
 
 
 def _connection_tokens(headers) -> set[str]:
