@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import sys
 from dataclasses import replace
 
+from streamtap import __version__
+from streamtap.diagnostics.decode.triggers import TRIGGER_HELP
+from streamtap.diagnostics.verdict.events import EVENT_KINDS
 from streamtap.proxy.config import Config, ConfigError, load_file, parse_route_flag, validate
+from streamtap.proxy.faults.rules import ACTIONS
+
+ACTION_HELP = {
+    "reset": "TCP RST", "truncate": "FIN mid-body, no final chunk",
+    "close": "clean end without the terminal event", "drop_terminal": "all but the terminal event",
+    "stall": "stop forwarding", "error_chunk": "the dialect's error event in the stream",
+    "http_error": "answer an HTTP error instead of the upstream", "delay": "add latency",
+    "throttle": "limit bytes per second",
+}
+_NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?")
 
 
 def _serve_parser(commands) -> None:
@@ -22,11 +37,15 @@ def _serve_parser(commands) -> None:
                        help="add or replace a route: /NAME/... is forwarded to URL/... "
                             "(repeatable)")
     serve.add_argument("--session", metavar="ID", help="session id for requests that name none")
-    serve.add_argument("--log-format", choices=("auto", "console", "json"))
+    serve.add_argument("--log-format", choices=("auto", "console", "json"),
+                       help="one log line per request: console lines, JSON lines, or auto "
+                            "(console on a terminal, JSON otherwise; the default)")
     serve.add_argument("--capture-bodies", action="store_true", default=None,
                        help="also write raw request/response bodies next to each record "
                             "(local debugging only: they hold prompts and outputs)")
-    serve.add_argument("--connect-timeout-ms", type=int, metavar="MS")
+    serve.add_argument("--connect-timeout-ms", type=int, metavar="MS",
+                       help="give up connecting to an upstream after MS (default 30000; 0 = "
+                            "wait forever)")
     serve.add_argument("--idle-timeout-ms", type=int, metavar="MS",
                        help="abort a stream after MS without a byte (0 = off)")
     serve.add_argument("--progress-timeout-ms", type=int, metavar="MS",
@@ -71,31 +90,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _fault_parser(commands) -> None:
     fault = commands.add_parser("fault", help="arm, list and remove fault rules on a running "
-                                              "proxy")
-    actions = fault.add_subparsers(dest="fault_command", required=True)
+                                              "proxy",
+                                description="Arm, list and remove fault rules on a running "
+                                            "`streamtap serve`, through its control API.")
+    actions = fault.add_subparsers(dest="fault_command", metavar="ACTION", title="actions")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--proxy", default="http://127.0.0.1:8787",
                         help="the streamtap to talk to (default http://127.0.0.1:8787)")
-    add = actions.add_parser("add", parents=[common], help="arm a rule")
-    add.add_argument("--action", required=True)
-    add.add_argument("--name")
-    add.add_argument("--at", help="trigger: request, headers, first_progress, terminal, "
-                                  "event:<kind>:<n>, events:<n>, bytes:<n>, ms:<n>")
-    add.add_argument("--times", type=int, help="fire for the first N requests (default 1; 0 = "
-                                               "no limit)")
-    add.add_argument("--probability", type=float)
-    add.add_argument("--seed", type=int)
+    _fault_add_parser(actions, common)
+    actions.add_parser("list", parents=[common], help="list rules: how often each fired, how "
+                                                      "many fires remain, whether it is spent")
+    remove = actions.add_parser("remove", parents=[common], help="remove one rule")
+    remove.add_argument("name", help="the rule's name, as `fault list` shows it")
+    actions.add_parser("clear", parents=[common], help="remove every rule, config rules too")
+    fault.set_defaults(func=cmd_fault, help_of=fault)
+
+
+def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
+    kinds = ", ".join(EVENT_KINDS)
+    add = actions.add_parser(
+        "add", parents=[common], help="arm a rule",
+        description="Arm a fault rule on a running proxy. The next requests it matches are "
+                    "broken on purpose, and their records say so (boundary `injected`).",
+        epilog=f"event kinds for --at event:<kind>:<n>: {kinds}")
+    add.add_argument("--action", required=True, metavar="ACTION",
+                     help="what to do: " + "; ".join(f"{name} ({what})"
+                                                     for name, what in ACTION_HELP.items()
+                                                     if name in ACTIONS))
+    add.add_argument("--name", help="the rule's name, unique among armed rules (default: the "
+                                    "action, with a suffix such as `reset-2` if taken)")
+    add.add_argument("--replace", action="store_true",
+                     help="replace an armed rule of the same --name instead of refusing")
+    add.add_argument("--at", help=f"trigger: {TRIGGER_HELP}; event kinds: {kinds} (default: "
+                                  "first_progress; http_error at request, drop_terminal at "
+                                  "terminal, delay at headers)")
+    add.add_argument("--times", type=int, help="fire N times, then the rule is spent (default "
+                                               "1; 0 = no limit); a request that never reaches "
+                                               "the trigger does not count")
+    add.add_argument("--probability", type=float,
+                     help="chance from 0 to 1 that a matching request is broken (default 1)")
+    add.add_argument("--seed", type=int, help="seed for --probability and jitter: the same "
+                                              "seed breaks the same requests every run")
     add.add_argument("--match", action="append", default=[], metavar="KEY=GLOB",
-                     help="route, path, model or session glob (repeatable)")
+                     help="route, path, model or session glob (repeatable; all must match)")
     add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="an action parameter: status, style, type, code, message, "
                           "duration_ms, then, latency_ms, jitter_ms, per_frame, bytes_per_s, "
                           "mid_frame, retry_after (repeatable)")
-    actions.add_parser("list", parents=[common], help="list armed rules")
-    remove = actions.add_parser("remove", parents=[common], help="remove one rule")
-    remove.add_argument("name")
-    actions.add_parser("clear", parents=[common], help="remove every rule, config rules too")
-    fault.set_defaults(func=cmd_fault)
 
 
 def cmd_fault(args: argparse.Namespace) -> int:
@@ -104,11 +145,15 @@ def cmd_fault(args: argparse.Namespace) -> int:
     from streamtap.proxy.faults.client import ControlError, call, rule_from_flags
     from streamtap.proxy.faults.rules import FaultError
 
+    if args.fault_command is None:
+        args.help_of.print_help()
+        return 2
     try:
         if args.fault_command == "add":
             rule = rule_from_flags(args.name, args.action, args.at, args.times,
                                    args.probability, args.seed, args.match, args.set)
-            result = call(args.proxy, "POST", "faults", rule)
+            result = call(args.proxy, "POST", "faults?replace=1" if args.replace else "faults",
+                          rule)
         elif args.fault_command == "list":
             result = call(args.proxy, "GET", "faults")
         elif args.fault_command == "remove":
@@ -126,8 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtap",
         description="A flight recorder for LLM streams: a local reverse proxy that records "
-                    "where a stream broke.")
-    commands = parser.add_subparsers(dest="command", required=True)
+                    "where a stream broke.",
+        epilog="`streamtap COMMAND --help` tells more about a command.")
+    parser.add_argument("--version", action="version", version=f"streamtap {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     _serve_parser(commands)
     _fault_parser(commands)
     _samples_parser(commands)
@@ -135,8 +182,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The first option the command does not have, with the closest one it does: argparse
+    alone would say `unrecognized arguments` (or that a required option is missing)."""
+    for token in argv:
+        if token == "--":
+            return None
+        if not token.startswith("-") or _NEGATIVE_NUMBER.fullmatch(token):
+            parser = _subcommands(parser).get(token, parser)
+            continue
+        flag = token.split("=", 1)[0]
+        known = list(parser._option_string_actions)
+        if flag in known or (flag.startswith("--") and
+                             sum(option.startswith(flag) for option in known) == 1):
+            continue  # argparse accepts an unambiguous abbreviation
+        close = difflib.get_close_matches(flag, known, n=1)
+        hint = f"did you mean `{close[0]}`?" if close else f"see `{parser.prog} --help`"
+        return f"{parser.prog}: unknown option `{flag}`; {hint}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    problem = unknown_option(parser, argv)
+    if problem:
+        print(f"{problem}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     try:
         return args.func(args)
     except KeyboardInterrupt:
@@ -146,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 def _samples_parser(commands) -> None:
     samples = commands.add_parser("samples", help="export content-free samples of recorded "
                                                   "streams, and compare providers")
-    actions = samples.add_subparsers(dest="samples_command", required=True)
+    actions = samples.add_subparsers(dest="samples_command", metavar="ACTION", title="actions")
     export = actions.add_parser("export", help="turn trace records into sample files",
                                 description="One sample file per trace: timing, sizes, frame "
                                             "shapes and how the stream ended, never content. "
@@ -163,17 +246,23 @@ def _samples_parser(commands) -> None:
     matrix = actions.add_parser("matrix", help="one row per provider and dialect: what the "
                                                "samples show")
     matrix.add_argument("dirs", nargs="+", metavar="DIR", help="folders of *.sample.json files")
-    matrix.add_argument("--format", choices=("md", "json"), default="md")
-    samples.set_defaults(func=cmd_samples)
+    matrix.add_argument("--format", choices=("table", "md", "json"), default="table",
+                        help="table: one block per provider and dialect, for a terminal "
+                             "(default); md: a markdown table; json: the rows as data")
+    samples.set_defaults(func=cmd_samples, help_of=samples)
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
     import json
 
     from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
+    from streamtap.diagnostics.samples.matrix_table import render_table
 
     from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
 
+    if args.samples_command is None:
+        args.help_of.print_help()
+        return 2
     try:
         if args.samples_command == "export":
             summary = export_samples(args.trace_dir or Config().trace_dir, args.out,
@@ -198,8 +287,10 @@ def cmd_samples(args: argparse.Namespace) -> int:
     rows = build_matrix(samples)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
-    else:
+    elif args.format == "md":
         print(render_markdown(rows), end="")
+    else:
+        print(render_table(rows), end="")
     return 0
 
 

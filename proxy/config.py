@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from streamtap.diagnostics.dialects import DIALECT_NAMES
 
-from streamtap.proxy.faults.rules import FaultError, FaultRule, rule_from_mapping
+from streamtap.proxy.faults.rules import FaultError, FaultRule, check_route_match, rule_from_mapping
 
 
 class ConfigError(ValueError):
@@ -214,6 +214,11 @@ def validate(config: Config) -> Config:
         raise ConfigError("max_frames", "keep at least 2 frames (a head and a tail)")
     if not config.trace_dir:
         raise ConfigError("trace_dir", "must name a directory")
+    for index, rule in enumerate(config.faults):
+        try:
+            check_route_match(rule, config.routes)
+        except FaultError as exc:
+            raise ConfigError(f"faults[{index}].{exc.field}", exc.message) from None
     return config
 
 

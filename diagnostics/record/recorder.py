@@ -54,6 +54,9 @@ class Ending:
     upstream_end_ms: float | None = None
     downstream_end_ms: float | None = None
     watchdog: dict = field(default_factory=dict)
+    # Evidence codes the proxy saw that decide no verdict but explain one, e.g.
+    # `path_repeats_route_prefix`; fixed codes, never text from the request.
+    notes: list[str] = field(default_factory=list)
 
 
 class Recorder:

@@ -52,6 +52,9 @@ class Facts:
     unterminated: bool = False
     max_gap_ms: float = 0.0
     all_forwarded: bool = False  # the client was sent every byte the upstream sent
+    stream_requested: bool = False  # the request body said `"stream": true`
+    content_type: str | None = None  # the response's media type, lower case, no parameters
+    notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -85,6 +88,9 @@ class Facts:
             unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
             max_gap_ms=record["timeline"]["max_gap_ms"],
             all_forwarded=(record["downstream"]["bytes"] or 0) >= stream["bytes"],
+            stream_requested=(record.get("request") or {}).get("stream") is True,
+            content_type=media_type((record.get("response") or {}).get("content_type")),
+            notes=list(getattr(ending, "notes", ())),
         )
 
 
@@ -108,6 +114,10 @@ def rule(fn: Rule) -> Rule:
 
 
 # -- helpers the rules share ------------------------------------------------------------------
+def media_type(content_type: str | None) -> str | None:
+    return content_type.split(";", 1)[0].strip().lower() if content_type else None
+
+
 def stream_phase(f: Facts) -> str:
     return ev.BEFORE_RESPONSE if f.status is None else f.phase
 
@@ -207,8 +217,16 @@ def proxy_answered(f: Facts) -> Verdict | None:
     if not f.proxy_reason:
         return None
     reason = f.proxy_reason
-    retryable = False if reason in ("request_too_large", "bad_fault_header") else None
+    retryable = None if reason == "internal_error" else False
     text = {
+        "unknown_route": f"no route `{f.provider}` is configured, so streamtap answered 404 and "
+                         "sent nothing upstream; the first path segment of a base URL names the "
+                         "route (see the routes streamtap prints at start)",
+        "header_too_long": "a request header (or the request line) was longer than streamtap's "
+                           "max_header_bytes, so streamtap answered 431 and sent nothing "
+                           "upstream",
+        "malformed_request": "streamtap could not parse the request, so it answered 400 and "
+                             "sent nothing upstream",
         "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
                              "answered 413 and sent nothing upstream",
         "internal_error": "streamtap hit an internal error and ended the exchange",
@@ -312,6 +330,22 @@ def upstream_broke(f: Facts) -> Verdict | None:
 
 
 @rule
+def stream_answered_with_json(f: Facts) -> Verdict | None:
+    """`stream: true` answered by one JSON body: an SDK iterating the stream yields no event and
+    raises nothing, the "empty reply" this tool exists to explain."""
+    if not f.stream_requested or f.status is None or f.status >= 400:
+        return None
+    if f.content_type != "application/json":
+        return None
+    return Verdict("protocol", ev.COMPLETE, "high",
+                   ["stream_requested_json_answered"] + side_evidence(f), False,
+                   f"The request asked for a stream (`stream: true`) but {f.provider} answered "
+                   "with one JSON body (application/json), not an event stream: a streaming "
+                   "client reads no events from it and may show an empty reply without an "
+                   "error.")
+
+
+@rule
 def completed_with_terminal(f: Facts) -> Verdict | None:
     if f.terminal is None:
         return None
@@ -352,6 +386,23 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
                    f"without the terminal event, {doing(f, phase)}; {tail}")
 
 
+NOTE_SENTENCES = {
+    "path_repeats_route_prefix": "The forwarded path repeats the route URL's own path prefix "
+                                 "(such as `/v1/v1/`): the client's base URL adds a prefix the "
+                                 "route URL already ends with.",
+}
+
+
+def armed_not_fired(f: Facts) -> str | None:
+    """A rule chosen for the request whose trigger never came: said, so that a "completed
+    normally" is not read as "the fault did not work"."""
+    fault = f.fault
+    if not fault or fault.get("fired"):
+        return None
+    return (f"Fault rule `{fault.get('name')}` was armed for this request but its trigger "
+            f"`{fault.get('at')}` was never reached, so it did not fire.")
+
+
 def classify(f: Facts) -> dict:
     """The record's `outcome`: the first rule that speaks decides."""
     for check in RULES:
@@ -360,6 +411,13 @@ def classify(f: Facts) -> dict:
             break
     else:  # pragma: no cover - closed_without_terminal always speaks
         verdict = Verdict("unknown", None, "low", [], None, "streamtap could not tell.")
+    for code in f.notes:
+        verdict.evidence.append(code)
+        verdict.summary += " " + NOTE_SENTENCES.get(code, f"({code})")
+    armed = armed_not_fired(f)
+    if armed:
+        verdict.evidence.append("fault_armed_not_fired")
+        verdict.summary += " " + armed
     return {
         "ok": verdict.boundary == "none",
         "boundary": verdict.boundary,

@@ -52,6 +52,7 @@ class FaultRun:
 
     def _fire(self, frames_before: int = 0) -> None:
         self.fired = True
+        self.rule.fired += 1  # `times` counts fires: a rule spent only by requests it acted on
         self.fired_at_ms = self.ex.now()
         self.frames_before = frames_before
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -14,6 +15,7 @@ from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.proxy.logs import canonical_fields
 from streamtap.proxy.store import TraceStore
 
@@ -30,7 +32,21 @@ class Proxy:
         self.log = log
         self.session: aiohttp.ClientSession | None = None
         self.inflight: set[Exchange] = set()
-        self.faults = FaultBook([replace(rule) for rule in config.faults])
+        self.warned_routes: set[str] = set()
+        self.faults = FaultBook([replace(rule) for rule in config.faults],
+                                routes=config.routes)
+
+    def warn_repeated_prefix(self, route, rest: str) -> None:
+        """Once per route: every request through it would repeat the warning."""
+        if route.name in self.warned_routes:
+            return
+        self.warned_routes.add(route.name)
+        prefix = urlsplit(route.url).path.rstrip("/")
+        self.log.warning("path_repeats_route_prefix", route=route.name, upstream=route.url,
+                         forwarded=f"{prefix}{prefix}/...",
+                         hint=f"the route URL already ends in {prefix}: point the client at "
+                              f"{self.config.host}:PORT/{route.name} (no {prefix}), or drop "
+                              f"{prefix} from the route URL")
 
     def log_exchange(self, record: dict) -> None:
         outcome = record.get("outcome") or {}
@@ -71,7 +87,8 @@ async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
     return web.json_response({"status": "ok", "inflight": len(proxy.inflight),
                               "records_written": proxy.store.written,
-                              "records_failed": proxy.store.failed})
+                              "records_failed": proxy.store.failed,
+                              "faults_armed": [rule.name for rule in proxy.faults.armed()]})
 
 
 async def handle_control_unknown(request: web.Request) -> web.Response:
@@ -84,12 +101,20 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
     name, rest = _split_route(request.raw_path)
     route = proxy.config.routes.get(name)
     if route is None:
-        known = ", ".join(sorted(proxy.config.routes))
-        return proxy_error_response(
-            404, "streamtap_unknown_route",
-            f"no route `{name}`: streamtap forwards only configured routes ({known}); add one "
-            "with --route NAME=URL")
-    return await Exchange(proxy, request, route, rest).run()
+        return refuse_unknown_route(proxy, request, name, rest)
+    exchange = Exchange(proxy, request, route, rest)
+    if repeats_route_prefix(route.url, rest):
+        exchange.ending.notes.append("path_repeats_route_prefix")
+        proxy.warn_repeated_prefix(route, rest)
+    return await exchange.run()
+
+
+def repeats_route_prefix(url: str, rest: str) -> bool:
+    """`--route openai=http://host/v1` and a client base URL `.../openai/v1`: the upstream gets
+    `/v1/v1/...`. True when the forwarded path starts with the route URL's own path twice."""
+    prefix = urlsplit(url).path.rstrip("/")
+    path = rest.split("?", 1)[0]
+    return bool(prefix) and (path == prefix + prefix or path.startswith(prefix + prefix + "/"))
 
 
 def build_app(config: Config, store: TraceStore, log) -> web.Application:

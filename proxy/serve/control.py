@@ -50,9 +50,17 @@ def add_control_routes(app: web.Application, prefix: str,
             rules = [rule_from_mapping(item, "api") for item in items]
         except FaultError as exc:
             return _error(400, str(exc), exc.field)
-        for rule in rules:
-            book.add(rule)
-        return web.json_response({"faults": [rule.as_dict() for rule in rules]}, status=201)
+        replace = request.query.get("replace", "").lower() in ("1", "true", "yes")
+        added: list[str] = []
+        try:
+            for rule in rules:
+                added.append(book.add(rule, replace=replace).name)
+        except FaultError as exc:
+            for name in added:  # all or nothing: a refused batch arms none of its rules
+                book.remove(name)
+            return _error(409 if exc.field == "name" else 400, str(exc), exc.field)
+        return web.json_response({"faults": [rule.as_dict() | rule.counters() for rule in rules]},
+                                 status=201)
 
     async def remove_fault(request: web.Request) -> web.Response:
         name = request.match_info["name"]

@@ -7,12 +7,14 @@ import ipaddress
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
-from streamtap.proxy.config import Config
+from streamtap.proxy.serve.refusals import ProxyRunner
+from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route
 from streamtap.proxy.logs import configure_logging
 from streamtap.proxy.store import TraceStore
 
@@ -28,15 +30,44 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def client_suffix(route: Route) -> str:
+    """What a client's base URL adds after `/NAME`: the API version path its SDK expects
+    (`/v1` for OpenAI-style SDKs), unless the route URL already ends with it."""
+    default = DEFAULT_ROUTES.get(route.name)
+    wanted = route.example_suffix or (default.example_suffix if default else "")
+    if wanted and urlsplit(route.url).path.rstrip("/").endswith(wanted):
+        return ""
+    return wanted
+
+
+def route_lines(routes: dict[str, Route], host: str, port: int) -> list[str]:
+    """Three columns that cannot be misread: the name, the URL exactly as given, and the base
+    URL a client needs. `/NAME/rest` goes to `URL/rest`, nothing added or removed."""
+    rows = [("route", "upstream URL (as given)", "client base URL")]
+    rows += [(route.name, route.url, f"http://{host}:{port}/{route.name}{client_suffix(route)}")
+             for route in routes.values()]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return [f"  {name:<{widths[0]}}  {url:<{widths[1]}}  {base}" for name, url, base in rows]
+
+
+def fault_lines(rules) -> list[str]:
+    if not rules:
+        return ["faults: none armed"]
+    lines = ["faults armed (streamtap will break matching requests on purpose):"]
+    for rule in rules:
+        match = " ".join(f"{key}={value}" for key, value in rule.match.items()) or "every request"
+        times = f"{rule.times} time(s)" if rule.times else "every time"
+        lines.append(f"  {rule.name}: {rule.action} at {rule.at}, {match}, {times}")
+    return lines
+
+
 def banner(config: Config, port: int) -> str:
     host = config.host if ":" not in config.host else f"[{config.host}]"
     lines = [f"streamtap {__version__} listening on http://{host}:{port}",
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
-             "routes: point a client's base URL at the left column",]
-    width = max(len(route.base_url(host, port)) for route in config.routes.values())
-    for route in config.routes.values():
-        lines.append(f"  {route.base_url(host, port):<{width}}  ->  "
-                     f"{route.url}{route.example_suffix}")
+             "routes: /NAME/rest goes to UPSTREAM_URL/rest, as is; a client needs its base URL",
+             *route_lines(config.routes, host, port),
+             *fault_lines(config.faults)]
     if not is_loopback(config.host):
         lines.append(f"WARNING: bound to {config.host}, not loopback: anyone who can reach this "
                      "port can use the API keys your clients send through it.")
@@ -79,7 +110,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
     app = build_app(config, store, log)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+    runner = ProxyRunner(app, app[PROXY_KEY], handler_cancellation=True, access_log=None,
                            max_line_size=config.max_header_bytes,
                            max_field_size=config.max_header_bytes,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
