@@ -32,7 +32,8 @@ def test_example_config_loads_and_documents_every_option():
     assert config.routes["my-gateway"].dialect == "openai-chat"
     text = (REPO / "config.example.toml").read_text()
     for option in [f.name for f in fields(Config)] + [f.name for f in fields(Watchdog)]:
-        assert re.search(rf"^\[{{0,2}}{option}\]{{0,2}}( =|$)", text, re.M), f"{option} is not documented"
+        # `#[[faults]]`: the example rule is commented out, so it arms nothing
+        assert re.search(rf"^#?\[{{0,2}}{option}\]{{0,2}}( =|$)", text, re.M), f"{option} is not documented"
 
 
 def test_example_config_documents_every_fault_key():
@@ -40,4 +41,16 @@ def test_example_config_documents_every_fault_key():
 
     text = (REPO / "config.example.toml").read_text()
     for key in _RULE_KEYS:
-        assert re.search(rf"^{key} =", text, re.M), f"fault key {key} is not documented"
+        assert re.search(rf"^#{key} =", text, re.M), f"fault key {key} is not documented"
+
+
+def test_example_fault_rule_arms_once_uncommented(tmp_path):
+    from streamtap.proxy.config import load_file
+
+    text = (REPO / "config.example.toml").read_text()
+    assert load_file(REPO / "config.example.toml").faults == ()
+    uncommented = tmp_path / "armed.toml"
+    uncommented.write_text(re.sub(r"^#(\[\[faults\]\]|\w+ =)", r"\1", text, flags=re.M))
+    [rule] = load_file(uncommented).faults
+    assert (rule.name, rule.action, rule.at) == ("reset-mid-tool-call", "reset",
+                                                 "event:tool_input_delta:5")
