@@ -111,10 +111,11 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
 
 def repeats_route_prefix(url: str, rest: str) -> bool:
     """`--route openai=http://host/v1` and a client base URL `.../openai/v1`: the upstream gets
-    `/v1/v1/...`. True when the forwarded path starts with the route URL's own path twice."""
+    `/v1/v1/...`. True when the rest of the client's path starts with the route URL's own path,
+    which the upstream path then holds twice."""
     prefix = urlsplit(url).path.rstrip("/")
     path = rest.split("?", 1)[0]
-    return bool(prefix) and (path == prefix + prefix or path.startswith(prefix + prefix + "/"))
+    return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
 
 
 def build_app(config: Config, store: TraceStore, log) -> web.Application:
