@@ -2,9 +2,9 @@
 
 Made by us, not captured: each sample comes from one of the repo's fixture streams
 (`tests/fixtures/streams/`, written from the providers' public docs listed under Sources in
-samples/README.md), fed one frame per chunk through the same Recorder the proxy uses, with deterministic, plausible timing and the
-ending we ask for, then turned into a sample with `diagnostics.samples.build_sample`. The matrix
-table in README.md is regenerated too.
+samples/README.md), fed one frame per chunk through the same Recorder the proxy uses, with
+deterministic, plausible timing and the ending we ask for, then turned into a sample with
+`diagnostics.samples.build_sample`. The matrix table in README.md is regenerated too.
 
     python samples/make_corpus.py           # rewrite samples/*.sample.json and the README table
     python samples/make_corpus.py --check   # exit 1 if the committed corpus is out of date
