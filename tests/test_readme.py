@@ -214,3 +214,16 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
 def armed_list(result: subprocess.CompletedProcess) -> list[dict]:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["faults"]
+
+
+def test_readme_says_what_a_route_url_is_and_shows_the_banner_as_printed():
+    from streamtap.proxy.config import Config
+    from streamtap.proxy.serve.run import banner
+
+    text = " ".join(section("Pointing clients at it").split())
+    assert "A route URL is the upstream base that streamtap puts in front of" in text
+    quick = section("Quick start")
+    printed = banner(Config(), 8787).splitlines()
+    for line in quick.splitlines():
+        if line.startswith(("routes:", "  route ", "  openai ", "  anthropic ", "  gemini ")):
+            assert line in printed, line
