@@ -104,7 +104,7 @@ def test_gzip_encoded_reply_is_read_through():
     body = gzip.compress(fixture("json", "openai_chat.json"))
     rec = record_stream(body, path=PATHS["openai"], content_type=JSON, provider="openai",
                         headers=[("content-type", JSON), ("content-encoding", "gzip")],
-                        chunks=[7, 20, 3])
+                        chunks=[7, 20, 3], request={"model": "m", "stream": False})
     assert rec["stream"]["finish_reason"] == "stop"
     assert rec["stream"]["usage"]["input"] == 19
     assert rec["stream"]["bytes"] == len(body)
@@ -113,7 +113,7 @@ def test_gzip_encoded_reply_is_read_through():
 
 def test_reply_without_finish_reason_is_complete_with_low_confidence():
     rec = record_stream(b'{"object":"list","data":[]}', path="/v1/embeddings",
-                        content_type=JSON, provider="openai")
+                        content_type=JSON, provider="openai", request={"model": "m"})
     assert rec["stream"]["terminal"] is None
     assert (rec["outcome"]["boundary"], rec["outcome"]["phase"]) == ("none", "complete")
     assert rec["outcome"]["confidence"] == "low"
