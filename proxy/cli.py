@@ -233,7 +233,9 @@ def _samples_parser(commands) -> None:
     export = actions.add_parser("export", help="turn trace records into sample files",
                                 description="One sample file per trace: timing, sizes, frame "
                                             "shapes and how the stream ended, never content. "
-                                            "Identical samples are written once.")
+                                            "Requests streamtap answered itself are left out; "
+                                            "runs of the same structure and ending make one "
+                                            "sample (the median timing).")
     export.add_argument("--trace-dir", metavar="DIR",
                         help="where streamtap serve wrote records (default ./streamtap-traces)")
     export.add_argument("--session", metavar="S", help="only this session's records")
