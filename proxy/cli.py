@@ -231,7 +231,7 @@ def _samples_parser(commands) -> None:
                                                   "streams, and compare providers")
     actions = samples.add_subparsers(dest="samples_command", metavar="ACTION", title="actions")
     export = actions.add_parser("export", help="turn trace records into sample files",
-                                description="One sample file per trace: timing, sizes, frame "
+                                description="Sample files of recorded traces: timing, sizes, frame "
                                             "shapes and how the stream ended, never content. "
                                             "Requests streamtap answered itself are left out; "
                                             "runs of the same structure and ending make one "
