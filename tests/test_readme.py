@@ -49,7 +49,8 @@ def test_example_config_loads_and_documents_every_option():
     text = (REPO / "config.example.toml").read_text()
     for option in [f.name for f in fields(Config)] + [f.name for f in fields(Watchdog)]:
         # `#[[faults]]`: the example rule is commented out, so it arms nothing
-        assert re.search(rf"^#?\[{{0,2}}{option}\]{{0,2}}( =|$)", text, re.M), f"{option} is not documented"
+        documented = re.search(rf"^#?\[{{0,2}}{option}\]{{0,2}}( =|$)", text, re.M)
+        assert documented, f"{option} is not documented"
 
 
 def test_example_config_documents_every_fault_key():

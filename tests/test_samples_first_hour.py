@@ -5,7 +5,6 @@ in a terminal."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 
