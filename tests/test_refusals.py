@@ -148,3 +148,17 @@ def test_stream_true_answered_with_json_is_not_completed_normally(fake, proxy):
     assert "stream_requested_json_answered" in outcome["evidence"]
     assert "asked for a stream (`stream: true`)" in outcome["summary"]
     assert "completed normally" not in outcome["summary"]
+
+
+def test_a_key_pasted_as_a_route_name_is_never_recorded_logged_or_echoed(proxy):
+    key = "sk-proj-routepaste0123456789abcdefXYZ"
+    session = new_session()
+    resp = httpx.post(proxy.url(key) + "/v1/chat/completions", json={},
+                      headers={"x-streamtap-session": session})
+    assert resp.status_code == 404 and key not in resp.text
+    record = proxy.record(session)
+    assert record["outcome"]["evidence"] == ["unknown_route"]
+    assert key not in json.dumps(record) and record["route"].startswith("h-")
+    assert wait_for(lambda: [entry for entry in log_events(proxy.log(), "request")
+                             if entry.get("session") == session])
+    assert key not in proxy.log()
