@@ -85,3 +85,18 @@ def test_matrix_default_is_a_terminal_table_no_wider_than_100(capsys):
     samples, _ = load_samples([CORPUS])
     narrow = render_table(build_matrix(samples), width=60)
     assert max(len(line) for line in narrow.splitlines()) <= 60 + 30  # long tokens never split
+
+
+def test_the_project_cites_public_sources_not_a_file_it_does_not_ship():
+    missing = "PROTOCOLS" + ".md"  # spelled in two parts so this file does not name it
+    shared = "/work/" + "shared"
+    found = []
+    for path in REPO.rglob("*"):
+        if (path.is_file() and path.suffix in (".py", ".md", ".toml", ".json", ".txt", ".js")
+                and not {".venv", ".git", "node_modules"} & set(path.relative_to(REPO).parts)):
+            text = path.read_text(errors="replace")
+            if missing in text or shared in text or "../" + "shared" in text:
+                found.append(str(path.relative_to(REPO)))
+    assert found == []
+    sources = (CORPUS / "README.md").read_text().split("## Sources", 1)[1]
+    assert sources.count("https://") >= 6

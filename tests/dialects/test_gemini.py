@@ -1,6 +1,6 @@
-"""gemini dialect (SSE with `alt=sse`, and the streamed JSON array without it): fixtures from
-PROTOCOLS.md section 4, fed through the Recorder, checked against the issue 3 classification
-table, chunking invariance and redaction."""
+"""gemini dialect (SSE with `alt=sse`, and the streamed JSON array without it): fixtures from the
+public docs (samples/README.md, Sources), fed through the Recorder, checked against the issue 3
+classification table, chunking invariance and redaction."""
 
 from __future__ import annotations
 

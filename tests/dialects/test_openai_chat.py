@@ -1,5 +1,6 @@
-"""openai-chat dialect: fixtures from PROTOCOLS.md section 1, fed through the Recorder, checked
-against the issue 3 classification table, chunking invariance and redaction."""
+"""openai-chat dialect: fixtures written from the public docs (samples/README.md, Sources), fed
+through the Recorder, checked against the issue 3 classification table, chunking invariance and
+redaction."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""openai-responses dialect: fixtures from PROTOCOLS.md section 2, fed through the Recorder,
-checked against the issue 3 classification table, chunking invariance and redaction."""
+"""openai-responses dialect: fixtures written from the public docs (samples/README.md, Sources),
+fed through the Recorder, checked against the issue 3 classification table, chunking invariance and
+redaction."""
 
 from __future__ import annotations
 
