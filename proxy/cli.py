@@ -31,6 +31,10 @@ def _serve_parser(commands) -> None:
                        help="abort a stream after MS without a byte (0 = off)")
     serve.add_argument("--progress-timeout-ms", type=int, metavar="MS",
                        help="abort a stream after MS without model progress (0 = off)")
+    serve.add_argument("--ready-json", action="store_true",
+                       help="when listening, print one JSON line {\"url\": ..., \"port\": ...} "
+                            "on stdout (the banner goes to stderr): for test runners, with "
+                            "--port 0")
     serve.set_defaults(func=cmd_serve)
 
 
@@ -66,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
-    return run(config)
+    return run(config, ready_json=args.ready_json)
 
 
 def _fault_parser(commands) -> None:
@@ -208,9 +212,11 @@ def _replay_parser(commands) -> None:
         "replay", help="serve samples as a fake provider",
         description="Serve samples as a fake provider: a request gets a sample's status, "
                     "headers, frames rebuilt from its shapes at its timing, and the same ending "
-                    "(a reset is a reset, a stall lasts until the client leaves). A request "
-                    "picks the sample named by its `model`, else the next one for its path, "
-                    "else for its dialect.")
+                    "(a reset is a reset, a stall lasts until the client leaves). By default a "
+                    "request gets a complete sample of its dialect that matches its `stream` "
+                    "flag; it gets another one when it names it (its `model`, or an "
+                    "x-streamtap-sample header with a sample name or an ending), or with "
+                    "--ending or --cycle.")
     replay.add_argument("targets", nargs="+", metavar="SAMPLE|DIR",
                         help="a *.sample.json file, or a folder of them")
     replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -219,13 +225,23 @@ def _replay_parser(commands) -> None:
     replay.add_argument("--speed", type=float, default=1.0,
                         help="timing factor: 2 plays twice as fast, 0.5 half as fast "
                              "(default 1.0)")
-    replay.add_argument("--loop", action="store_true",
-                        help="after the last sample for a path or dialect, start again at the "
-                             "first (default: keep serving the last)")
+    replay.add_argument("--ending", default="complete", choices=(
+        "complete", "terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
+        "http_error", "no_response"),
+        help="what a request gets unless it names a sample: a sample of its dialect and "
+             "stream flag with this ending (default complete: ended normally, no error)")
+    replay.add_argument("--cycle", "--loop", dest="cycle", action="store_true",
+                        help="hand each request the next sample recorded for its path (else "
+                             "its dialect), whatever its ending, round and round")
+    replay.add_argument("--ready-json", action="store_true",
+                        help="when listening, print one JSON line {\"url\": ..., \"port\": ...} "
+                             "on stdout (the banner goes to stderr): for test runners, with "
+                             "--port 0")
     replay.set_defaults(func=cmd_replay)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from streamtap.proxy.replay.server import run
 
-    return run(args.targets, args.host, args.port, args.speed, args.loop)
+    return run(args.targets, args.host, args.port, args.speed, args.ending, args.cycle,
+               args.ready_json)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import signal
 import sys
 from pathlib import Path
@@ -71,7 +72,22 @@ async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
     return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
+def app_runner(app: web.Application, config: Config) -> web.AppRunner:
+    """The runner for the proxy's app (shared by `serve` and the Python API's Proxy)."""
+    return web.AppRunner(app, handler_cancellation=True, access_log=None,
+                         max_line_size=config.max_header_bytes,
+                         max_field_size=config.max_header_bytes,
+                         shutdown_timeout=SHUTDOWN_GRACE_S)
+
+
+def ready_line(host: str, port: int) -> str:
+    """The one JSON line `--ready-json` prints when listening, for a test runner to read."""
+    shown = host if ":" not in host else f"[{host}]"
+    return json.dumps({"url": f"http://{shown}:{port}", "port": port})
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None,
+                ready_json: bool = False) -> int:
     log = configure_logging(config.log_format)
     store = TraceStore(config.trace_dir, log)
     problem = store.check()
@@ -79,10 +95,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
     app = build_app(config, store, log)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           max_line_size=config.max_header_bytes,
-                           max_field_size=config.max_header_bytes,
-                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    runner = app_runner(app, config)
     await runner.setup()
     stop = stop_on_signals()
     port = await listen(runner, config.host, config.port)
@@ -90,7 +103,11 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
         await runner.cleanup()
         store.close()
         return 1
-    print(banner(config, port), flush=True)
+    if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
+        print(banner(config, port), file=sys.stderr, flush=True)
+        print(ready_line(config.host, port), flush=True)
+    else:
+        print(banner(config, port), flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()
@@ -100,7 +117,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     return 0
 
 
-def run(config: Config) -> int:
+def run(config: Config, ready_json: bool = False) -> int:
     """Run `serve` on uvloop when it is installed and wanted, else on asyncio's loop."""
     factory = None
     if config.uvloop and sys.platform != "win32":
@@ -111,4 +128,4 @@ def run(config: Config) -> int:
         except ImportError:
             pass
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(serve(config))
+        return runner.run(serve(config, ready_json=ready_json))
