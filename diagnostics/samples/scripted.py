@@ -15,7 +15,6 @@ streaming events (platform.openai.com/docs/api-reference), Anthropic Messages st
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 
@@ -54,8 +53,9 @@ def split_text(text: str, pieces: int | None = None) -> list[str]:
         return []
     if pieces is None:
         return _WORDS.findall(text)
-    size = max(1, math.ceil(len(text) / pieces))
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    pieces = max(1, min(pieces, len(text)))
+    cuts = [round(i * len(text) / pieces) for i in range(pieces + 1)]
+    return [text[start:end] for start, end in zip(cuts, cuts[1:])]
 
 
 def split_arguments(arguments: str, pieces: int = MIN_ARGUMENT_PIECES) -> list[str]:
@@ -404,3 +404,58 @@ def _cut(sample: dict, at: str | None, ending: str) -> None:
         # Half of the next frame, then a FIN: the rebuild writes an unfinished frame.
         frames.append([tail[0][0], max(len(whole[kept]) // 2, 1), "unterminated", None])
     sample["timing"]["end_ms"] = frames[-1][0] if frames else 0.0
+
+
+# -- the default answer to a request ---------------------------------------------------------------
+def first_tool(body: dict) -> tuple[str, dict] | None:
+    """The first tool a request defines, as (name, JSON schema of its arguments), in any
+    dialect's spelling: Chat/Ollama `function`, Responses flat, Anthropic `input_schema`,
+    Gemini `functionDeclarations`."""
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else body.get("functions")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        declarations = tool.get("functionDeclarations") or tool.get("function_declarations")
+        for item in declarations if isinstance(declarations, list) else [tool]:
+            inner = item.get("function") if isinstance(item.get("function"), dict) else item
+            name = inner.get("name") if isinstance(inner, dict) else None
+            if isinstance(name, str) and name:
+                schema = inner.get("parameters") or inner.get("input_schema") or {}
+                return name, schema if isinstance(schema, dict) else {}
+    return None
+
+
+_BY_TYPE = {"string": FILLER.strip(), "integer": 1, "number": 1.5, "boolean": True,
+            "array": [], "object": {}, "null": None}
+
+
+def arguments_for(schema: dict) -> dict:
+    """Arguments that fit a tool's schema: each property (required ones first) with a value of
+    its type (the first `enum` value when there is one)."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = [name for name in schema.get("required") or [] if name in properties]
+    out = {}
+    for name in required + [name for name in properties if name not in required]:
+        spec = properties[name] if isinstance(properties[name], dict) else {}
+        if isinstance(spec.get("enum"), list) and spec["enum"]:
+            out[name] = spec["enum"][0]
+            continue
+        kind = spec.get("type")
+        kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
+        out[name] = copy_value(_BY_TYPE.get(kind, FILLER.strip()))
+    return out
+
+
+def copy_value(value: object) -> object:
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) \
+        else value
+
+
+def default_answer(dialect: str, body: dict, stream: bool, model: str | None) -> dict:
+    """What the fake provider answers a request it has no script for: a call of its first tool
+    (arguments in at least 8 pieces) when it defines tools, else a text answer of at least 10
+    deltas; both end normally."""
+    tool = first_tool(body)
+    calls = [{"name": tool[0], "arguments": arguments_for(tool[1])}] if tool else None
+    return scripted_sample(dialect, tool_calls=calls, stream=stream,
+                           model=model or DEFAULT_MODEL)

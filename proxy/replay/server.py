@@ -32,6 +32,7 @@ _HOW = {"terminal": "close", "clean_close": "close", "reset": "reset", "truncate
 # -- playing one sample ---------------------------------------------------------------------------
 CHOOSER_KEY: web.AppKey["Chooser"] = web.AppKey("chooser")
 SPEED_KEY: web.AppKey[float] = web.AppKey("speed")
+LOG_KEY: web.AppKey[bool] = web.AppKey("log_requests")
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
@@ -99,14 +100,16 @@ async def handle(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"type": "streamtap_no_sample",
                                             "message": choice}}, status=404)
     loaded = choice.loaded
-    print(f"replay: {request.method} {ask.path} -> {loaded.name} ({loaded.sample['ending']}; "
-          f"{choice.why})", file=sys.stderr, flush=True)
+    if request.app[LOG_KEY]:
+        print(f"replay: {request.method} {ask.path} -> {loaded.name} ({loaded.sample['ending']}; "
+              f"{choice.why})", file=sys.stderr, flush=True)
     return await play(request, loaded, request.app[SPEED_KEY])
 
 
-def build_replay_app(chooser, speed: float = 1.0) -> web.Application:
+def build_replay_app(chooser, speed: float = 1.0, log_requests: bool = True) -> web.Application:
     """The fake provider's app; `chooser.choose(ask)` returns a Choice or why there is none."""
     app = web.Application()
+    app[LOG_KEY] = log_requests
     app[CHOOSER_KEY] = chooser
     app[SPEED_KEY] = speed
     app.router.add_route("*", "/{tail:.*}", handle)
