@@ -217,8 +217,9 @@ def _replay_parser(commands) -> None:
                     "flag; it gets another one when it names it (its `model`, or an "
                     "x-streamtap-sample header with a sample name or an ending), or with "
                     "--ending or --cycle.")
-    replay.add_argument("targets", nargs="+", metavar="SAMPLE|DIR",
-                        help="a *.sample.json file, or a folder of them")
+    replay.add_argument("targets", nargs="*", metavar="SAMPLE|DIR",
+                        help="a *.sample.json file, or a folder of them (default: the starter "
+                             "corpus that ships with streamtap)")
     replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     replay.add_argument("--port", type=int, default=8788,
                         help="port (default 8788; 0 picks a free one)")

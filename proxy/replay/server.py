@@ -14,6 +14,7 @@ from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.replay.choose import COMPLETE, Choice, Chooser, read_ask
+from streamtap.proxy.replay.corpus import bundled_samples_dir
 from streamtap.proxy.replay.library import Loaded, ReplayError, load_library
 from streamtap.proxy.serve import sockets
 from streamtap.proxy.faults.endings import end_response, stall
@@ -170,7 +171,7 @@ def run(targets: list[str], host: str, port: int, speed: float, ending: str = CO
         print(f"streamtap: --speed must be more than 0, got {speed}", file=sys.stderr)
         return 2
     try:
-        samples = load_library(targets)
+        samples = load_library(targets or [str(bundled_samples_dir())])
     except ReplayError as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
