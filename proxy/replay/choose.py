@@ -14,7 +14,7 @@ from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.record.redact import redact_path
 from streamtap.diagnostics.samples.samples import ENDINGS
 
-from streamtap.proxy.replay.library import Loaded, request_streams
+from streamtap.proxy.replay.library import Loaded, request_dialect, request_streams
 
 SAMPLE_HEADER = "x-streamtap-sample"
 COMPLETE = "complete"  # the default: ending `terminal` with nothing wrong
@@ -58,7 +58,7 @@ def read_ask(method: str, raw_path: str, body: bytes, headers) -> Ask:
         found = _PATH_MODEL.search(path)
         model = found.group(1) if found else None
     return Ask(method, path, model, request_streams(path, obj.get("stream")),
-               dialect_for_path(path), obj, headers.get(SAMPLE_HEADER))
+               request_dialect(path), obj, headers.get(SAMPLE_HEADER))
 
 
 def request_model(body: bytes, path: str) -> str | None:

@@ -18,6 +18,14 @@ class ReplayError(Exception):
     """A sample replay cannot serve, with the file it came from and what to do."""
 
 
+def request_dialect(path: str) -> str | None:
+    """The dialect of the API a request calls (Gemini's whole-reply `:generateContent` too)."""
+    found = dialect_for_path(path)
+    if found is None and path.split("?", 1)[0].endswith(":generateContent"):
+        return "gemini"
+    return found
+
+
 def request_streams(path: str, stream_flag: object) -> bool:
     """Whether a request asks for a stream: Gemini says so in its path, Ollama streams unless
     told not to, the others stream only with `"stream": true`."""
@@ -59,7 +67,7 @@ class Loaded:
     def answers_dialect(self) -> str | None:
         """The dialect of the requests this sample answers (a `json` reply answers the
         dialect its request path names)."""
-        return dialect_for_path(self.request_path) or self.sample.get("dialect")
+        return request_dialect(self.request_path) or self.sample.get("dialect")
 
     @property
     def streams(self) -> bool:

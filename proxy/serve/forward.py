@@ -45,14 +45,21 @@ def _connection_tokens(headers) -> set[str]:
     return names
 
 
+# Addressed to the upstream, not to the proxy: `streamtap replay` (or a FakeProvider) behind the
+# proxy picks the sample it names.
+FORWARDED_STREAMTAP_HEADERS = frozenset({"x-streamtap-sample"})
+
+
 def upstream_request_headers(headers) -> CIMultiDict:
-    """The client's headers minus hop-by-hop ones, Host, Content-Length and streamtap's own."""
+    """The client's headers minus hop-by-hop ones, Host, Content-Length and streamtap's own
+    (but for the ones meant for a replay upstream)."""
     named = _connection_tokens(headers)
     kept = CIMultiDict()
     for name, value in headers.items():
         lname = name.lower()
         if (lname in HOP_BY_HOP or lname in named or lname in ("host", "content-length")
-                or lname.startswith("x-streamtap-")):
+                or (lname.startswith("x-streamtap-")
+                    and lname not in FORWARDED_STREAMTAP_HEADERS)):
             continue
         kept.add(name, value)
     return kept
