@@ -81,7 +81,7 @@ def tool_calls_from(calls: list | tuple | None) -> list[ToolCall]:
 
 
 # -- one frame list per dialect: (kind, shape) ----------------------------------------------------
-def _chat(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
+def _chat(model, text, reasoning, calls, usage, include_usage) -> list[tuple[str, dict]]:
     def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
         return {"id": "chatcmpl-*#1", "object": "chat.completion.chunk", "created": 1700000000,
                 "model": model, "choices": [{"index": 0, "delta": delta, "logprobs": None,
@@ -99,14 +99,15 @@ def _chat(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
             "index": index, "function": {"arguments": part}}]})})
             for part in split_arguments(call.arguments)]
     frames.append(("finish", {"json": chunk({}, "tool_calls" if calls else "stop")}))
-    frames.append(("usage", {"json": {**chunk({}), "choices": [], "usage": {
-        "prompt_tokens": usage[0], "completion_tokens": usage[1],
-        "total_tokens": sum(usage)}}}))
+    if include_usage:  # only when asked (`stream_options.include_usage`), as OpenAI does
+        frames.append(("usage", {"json": {**chunk({}), "choices": [], "usage": {
+            "prompt_tokens": usage[0], "completion_tokens": usage[1],
+            "total_tokens": sum(usage)}}}))
     frames.append(("meta", {"data": "[DONE]"}))
     return frames
 
 
-def _responses(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
+def _responses(model, text, reasoning, calls, usage, include_usage) -> list[tuple[str, dict]]:
     def event(name: str, kind: str = "meta", **fields) -> tuple[str, dict]:
         return kind, {"event": name, "json": {"type": name, "sequence_number": SEQ, **fields}}
 
@@ -175,7 +176,7 @@ def _responses(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
     return frames
 
 
-def _anthropic(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
+def _anthropic(model, text, reasoning, calls, usage, include_usage) -> list[tuple[str, dict]]:
     def event(name: str, kind: str = "meta", **fields) -> tuple[str, dict]:
         return kind, {"event": name, "json": {"type": name, **fields}}
 
@@ -210,7 +211,7 @@ def _anthropic(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
     return frames
 
 
-def _gemini(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
+def _gemini(model, text, reasoning, calls, usage, include_usage) -> list[tuple[str, dict]]:
     def chunk(parts: list, finish: str | None = None) -> dict:
         candidate: dict = {"content": {"parts": parts, "role": "model"}, "index": 0}
         if finish:
@@ -229,7 +230,7 @@ def _gemini(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
     return frames
 
 
-def _ollama(model, text, reasoning, calls, usage) -> list[tuple[str, dict]]:
+def _ollama(model, text, reasoning, calls, usage, include_usage) -> list[tuple[str, dict]]:
     def line(message: dict, **extra) -> dict:
         return {"model": model, "created_at": "2025-01-01T00:00:00Z",
                 "message": {"role": "assistant", "content": "", **message}, "done": False,
@@ -313,10 +314,11 @@ def scripted_sample(dialect: str, *, text: str | None = None, reasoning: str | N
                     at: str | None = None, speed: float = 1.0, stream: bool = True,
                     model: str = DEFAULT_MODEL, status: int = 500,
                     headers: dict[str, str] | None = None, path: str | None = None,
-                    interval_ms: float = 10.0) -> dict:
+                    interval_ms: float = 10.0, include_usage: bool = False) -> dict:
     """A sample of a `dialect` stream (or, with `stream=False`, a whole JSON reply) holding
     `text`, `reasoning` and `tool_calls`, ending as `ending` says after the trigger `at` fired
-    (default: after the last delta). `speed` scales the timing like `streamtap replay --speed`."""
+    (default: after the last delta). `speed` scales the timing like `streamtap replay --speed`;
+    `include_usage` adds OpenAI Chat's usage chunk (`stream_options.include_usage`)."""
     if dialect not in _STREAMS:
         raise ScriptError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
     if ending not in SCRIPTED_ENDINGS:
@@ -359,7 +361,7 @@ def scripted_sample(dialect: str, *, text: str | None = None, reasoning: str | N
         sample["timing"]["first_byte_ms"] = step
         return sample
     content_type = _STREAM_TYPES.get(dialect, "text/event-stream")
-    frames = _STREAMS[dialect](model, text, reasoning, calls, usage)
+    frames = _STREAMS[dialect](model, text, reasoning, calls, usage, include_usage)
     sample.update(dialect=dialect, content_type=content_type,
                   shapes=[shape for _, shape in frames],
                   frames=[[round((i + 1) * step, 3), None, kind, i]
@@ -457,5 +459,6 @@ def default_answer(dialect: str, body: dict, stream: bool, model: str | None) ->
     deltas; both end normally."""
     tool = first_tool(body)
     calls = [{"name": tool[0], "arguments": arguments_for(tool[1])}] if tool else None
-    return scripted_sample(dialect, tool_calls=calls, stream=stream,
-                           model=model or DEFAULT_MODEL)
+    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    return scripted_sample(dialect, tool_calls=calls, stream=stream, model=model or DEFAULT_MODEL,
+                           include_usage=options.get("include_usage") is True)

@@ -149,7 +149,7 @@ class FakeProvider:
                tool_calls: list[dict] | None = None, ending: str = "terminal",
                at: str | None = None, speed: float = 1.0, stream: bool = True,
                status: int = 500, headers: dict[str, str] | None = None,
-               model: str = "streamtap-fake") -> ScriptedStream:
+               model: str = "streamtap-fake", include_usage: bool = False) -> ScriptedStream:
         """A valid `dialect` stream (`openai-chat`, `openai-responses`, `anthropic-messages`,
         `gemini`, `ollama-ndjson`) holding `text`, `reasoning` and `tool_calls`
         (`[{"name": ..., "arguments": {...}}]`, arguments sent in at least 8 pieces where the
@@ -157,10 +157,11 @@ class FakeProvider:
         `truncated`, `stalled`, `http_error` with `status`, `no_response`) right after the
         trigger `at` fires (`event:<kind>:<n>`, `events:<n>`, `first_progress`; default: after
         the last delta). `speed` scales the timing (frames 10 ms apart at 1.0); `stream=False`
-        makes a whole JSON reply. A bad combination raises ScriptError saying what to change."""
+        makes a whole JSON reply; `include_usage` adds OpenAI Chat's usage chunk. A bad
+        combination raises ScriptError saying what to change."""
         sample = scripted_sample(dialect, text=text, reasoning=reasoning, tool_calls=tool_calls,
                                  ending=ending, at=at, speed=speed, stream=stream, status=status,
-                                 headers=headers, model=model)
+                                 headers=headers, model=model, include_usage=include_usage)
         return ScriptedStream(dialect, Loaded.from_sample(f"scripted-{dialect}-{ending}", sample))
 
     @property
