@@ -46,6 +46,20 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
                             "u.find_spec('proxy') is None, u.find_spec('diagnostics') is None)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path)
     assert probe.stdout.split() == ["True", "True", "True"]
+    # The pytest plugin is registered through its entry point, and the corpus is found through
+    # the package (not a checkout): what a client's test suite gets from `pip install`.
+    probe = subprocess.run([str(python), "-c", "\n".join([
+        "from importlib.metadata import entry_points",
+        "(plugin,) = entry_points(group='pytest11', name='streamtap')",
+        "print(plugin.value)",
+        "from streamtap.proxy.replay.corpus import bundled_samples_dir",
+        "print(len(list(bundled_samples_dir().glob('*.sample.json'))), bundled_samples_dir())",
+    ])], check=True, capture_output=True, text=True, cwd=tmp_path)
+    entry, corpus = probe.stdout.splitlines()
+    assert entry == "streamtap.proxy.testing.plugin"
+    count, folder = corpus.split(" ", 1)
+    assert int(count) >= 80 and folder == str(installed / "corpus")
+    assert (installed / "proxy" / "testing" / "plugin.py").is_file()
 
 
 def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):

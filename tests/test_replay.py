@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream
 from tests.support import fixture
-from tests.test_endings import node_read
+from tests.test_endings import httpx_read, node_read
 
 IDLE_TIMEOUT_MS = 600  # the proxy's idle watchdog: what makes a `stalled` sample
 CLIENT_PATIENCE_S = 0.35  # a `client_gone` client leaves after this much silence
@@ -479,3 +480,84 @@ def test_bad_input_is_refused_with_the_file_named(tmp_path):
     assert out.returncode == 2 and "no such file" in out.stderr
     out = replay(str(bad), "--speed", "0")
     assert out.returncode == 2 and "--speed" in out.stderr
+
+
+# -- the predictable default, end to end; --ready-json ---------------------------------------------
+def _ready(args: list[str], cwd: Path) -> tuple[subprocess.Popen, dict, Path]:
+    """Start `streamtap ARGS --port 0 --ready-json`; its first stdout line, and its stderr file."""
+    log = cwd / f"ready-{uuid_hex()}.log"
+    process = subprocess.Popen([sys.executable, "-m", "streamtap", *args, "--port", "0",
+                                "--ready-json"], cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=log.open("wb"))
+    line = process.stdout.readline().decode()
+    assert line, log.read_text()
+    return process, json.loads(line), log
+
+
+def uuid_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:8]
+
+
+def test_ready_json_prints_one_line_and_the_banner_goes_to_stderr(tmp_path):
+    replay, ready, replay_log = _ready(["replay"], tmp_path)
+    try:
+        assert ready == {"url": f"http://127.0.0.1:{ready['port']}", "port": ready["port"]}
+        assert ready["port"] > 0
+        serve, proxy_ready, serve_log = _ready(
+            ["serve", "--route", f"openai={ready['url']}", "--trace-dir",
+             str(tmp_path / "traces")], tmp_path)
+        try:
+            assert set(proxy_ready) == {"url", "port"}
+            with httpx.Client(timeout=10) as client:
+                # no fault, no sample named: a complete stream, the same one every time
+                bodies = [client.post(proxy_ready["url"] + "/openai/v1/chat/completions",
+                                      json={"model": "gpt-4o-mini", "stream": True,
+                                            "messages": []}).content for _ in range(3)]
+                assert bodies[0] == bodies[1] == bodies[2]
+                assert bodies[0].endswith(b"data: [DONE]\n\n")
+                # a Responses stream is a Responses stream (not a JSON body)
+                resp = client.post(proxy_ready["url"] + "/openai/v1/responses",
+                                   json={"model": "gpt-4o-mini", "stream": True, "input": "x"})
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                assert b"event: response.completed" in resp.content
+                whole = client.post(proxy_ready["url"] + "/openai/v1/responses",
+                                    json={"model": "gpt-4o-mini", "input": "x"})
+                assert whole.json()["status"] == "completed"
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(15)
+        assert serve.stdout.read() == b""  # nothing after the ready line
+        assert "streamtap 0.1.0 listening on" in serve_log.read_text()
+    finally:
+        replay.send_signal(signal.SIGTERM)
+        replay.wait(15)
+    banner = replay_log.read_text()
+    assert "each request gets a complete sample of the request's dialect" in banner
+    assert "-> openai__openai-chat__terminal__1 (terminal; complete sample of openai-chat " \
+           "(streamed))" in banner
+    assert "-> openai__openai-responses__terminal__1 (terminal; complete sample of " \
+           "openai-responses (streamed))" in banner
+    assert "-> openai__json__terminal__3 (terminal; complete sample of openai-responses " \
+           "(whole))" in banner
+
+
+def test_ending_flag_serves_that_ending_and_refuses_one_no_sample_has(tmp_path):
+    replay, ready, _ = _ready(["replay", "--ending", "reset"], tmp_path)
+    try:
+        received, error = httpx_read(ready["url"] + "/v1/chat/completions",
+                                     body={"stream": True, "messages": []})
+        assert error is not None and received > 0  # a reset, mid-stream
+        with httpx.Client(timeout=10) as client:
+            resp = client.post(ready["url"] + "/v1/chat/completions", json={"messages": []})
+        assert resp.status_code == 404  # no whole-reply sample ends with a reset: says so
+        assert "no `reset` sample of openai-chat (whole)" in resp.json()["error"]["message"]
+    finally:
+        replay.send_signal(signal.SIGTERM)
+        replay.wait(15)
+    only_terminal = str(REPO / "samples" / "openai__openai-chat__terminal__1.sample.json")
+    out = subprocess.run([sys.executable, "-m", "streamtap", "replay", only_terminal, "--ending",
+                          "stalled", "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert "--ending stalled: none of the 1 samples loaded ends `stalled`" in out.stderr
