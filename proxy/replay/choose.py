@@ -10,7 +10,6 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.record.redact import redact_path
 from streamtap.diagnostics.samples.samples import ENDINGS
 

@@ -7,7 +7,6 @@ a stall until the client leaves.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 
 from aiohttp import web

@@ -10,7 +10,6 @@ import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiohttp import web
 
