@@ -77,6 +77,8 @@ import os
 import httpx
 import pytest
 
+from streamtap import FakeProvider
+
 
 def test_base_urls_point_at_the_proxy(streamtap):
     assert os.environ["OPENAI_BASE_URL"] == streamtap.url("openai") + "/v1"
@@ -104,9 +106,17 @@ def test_assert_break_quotes_the_summary(streamtap):
         streamtap.assert_break(boundary="transport")
     assert "boundary 'injected', not 'transport'" in str(raised.value)
     assert "streamtap injected reset after the 3rd text_delta" in str(raised.value)
+
+
+@pytest.mark.streamtap(streams=[FakeProvider.stream("anthropic-messages", text="scripted hi",
+                                                    ending="clean_close")])
+def test_scripted_streams_from_the_marker(streamtap):
+    response = httpx.post(streamtap.url("anthropic") + "/v1/messages", json={"stream": True})
+    assert b'"text":"scripted "' in response.content
+    streamtap.assert_break(boundary="provider_close", phase="text")
 """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
 
     pytester.makepyfile(test_real="""
 def test_real_upstream_uses_the_provider_routes(streamtap):

@@ -3,6 +3,8 @@ real APIs), with helpers to arm faults, read records and assert where a stream b
 
 from __future__ import annotations
 
+import os
+
 from streamtap.proxy.config import DEFAULT_ROUTES
 from streamtap.proxy.testing.api import FaultHandle, Proxy
 from streamtap.proxy.testing.fake import FakeProvider
@@ -49,8 +51,6 @@ class StreamtapFixture:
     def environment(self) -> dict[str, str]:
         """OPENAI_BASE_URL and ANTHROPIC_BASE_URL pointing at the proxy (with the fake
         upstream, placeholder API keys too when none are set, so SDK clients can be built)."""
-        import os
-
         env = {"OPENAI_BASE_URL": self.url("openai") + "/v1",
                "ANTHROPIC_BASE_URL": self.url("anthropic")}
         if not self.real:
