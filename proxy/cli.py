@@ -26,6 +26,9 @@ def _serve_parser(commands) -> None:
     serve.add_argument("--capture-bodies", action="store_true", default=None,
                        help="also write raw request/response bodies next to each record "
                             "(local debugging only: they hold prompts and outputs)")
+    serve.add_argument("--trace-header", action="store_true", default=None,
+                       help="add x-streamtap-trace-id to every proxied response, so a client "
+                            "can name its record")
     serve.add_argument("--connect-timeout-ms", type=int, metavar="MS")
     serve.add_argument("--idle-timeout-ms", type=int, metavar="MS",
                        help="abort a stream after MS without a byte (0 = off)")
@@ -38,7 +41,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
     """Defaults, then the config file, then the flags that were given."""
     config = load_file(args.config) if args.config else Config()
     flags = {name: getattr(args, name) for name in
-             ("host", "port", "trace_dir", "session", "log_format", "capture_bodies")
+             ("host", "port", "trace_dir", "session", "log_format", "capture_bodies",
+              "trace_header")
              if getattr(args, name) is not None}
     config = replace(config, **flags)
     if args.route:

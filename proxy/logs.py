@@ -25,7 +25,9 @@ class _ScrubSecrets(logging.Filter):
 def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib.BoundLogger:
     stream = stream or sys.stderr
     use_console = log_format == "console" or (log_format == "auto" and stream.isatty())
-    renderer = (structlog.dev.ConsoleRenderer(colors=stream.isatty()) if use_console
+    # Keys in the order they were given: a request line ends with its summary and record path.
+    renderer = (structlog.dev.ConsoleRenderer(colors=stream.isatty(), sort_keys=False)
+                if use_console
                 else structlog.processors.JSONRenderer())
     structlog.configure(
         processors=[
@@ -46,8 +48,9 @@ def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib
     return structlog.get_logger("streamtap")
 
 
-def canonical_fields(record: dict) -> dict:
-    """The one line a request gets at its end."""
+def canonical_fields(record: dict, path: str | None = None) -> dict:
+    """The one line a request gets at its end: it ends with the summary sentence and the path of
+    the record that explains it (None when the record could not be written)."""
     outcome = record.get("outcome") or {}
     request = record.get("request") or {}
     timeline = record.get("timeline") or {}
@@ -66,4 +69,6 @@ def canonical_fields(record: dict) -> dict:
         "boundary": outcome.get("boundary"),
         "phase": outcome.get("phase"),
         "duration_ms": timeline.get("duration_ms"),
+        "summary": outcome.get("summary"),
+        "record": path,
     }

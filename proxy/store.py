@@ -66,7 +66,7 @@ def write_record(trace_dir: Path, record: dict, started: datetime,
     if captured:
         for side, body in captured.items():
             _write_private(session_dir / f"{stem}.{side}.body", body)
-    line = json.dumps(index_line(record), separators=(",", ":")) + "\n"
+    line = json.dumps(index_line(record, final.name), separators=(",", ":")) + "\n"
     _write_private(session_dir / "index.jsonl", line.encode(), append=True)
     return final
 
@@ -94,12 +94,13 @@ class TraceStore:
 
     def submit(self, record: dict | Callable[[], dict], started: datetime,
                captured: dict[str, bytes] | None = None,
-               then: Callable[[dict], None] | None = None) -> None:
+               then: Callable[[dict, Path | None], None] | None = None) -> None:
         """Hand a record over without blocking; never raises.
 
         `record` may be a function that builds it: then it is built on the writer thread, off
         the event loop (finishing a record costs a fraction of a millisecond, which adds up when
-        hundreds of streams end at once). `then` is called with the record once it is written.
+        hundreds of streams end at once). `then` is called with the record once it is written, and
+        the record's path (None when it could not be written).
         """
         try:
             self._queue.put_nowait((record, started, captured, then))
@@ -126,8 +127,9 @@ class TraceStore:
                     self.failed += 1
                     self.log.exception("record_failed")
                     continue
+            path = None
             try:
-                write_record(self.trace_dir, record, started, captured, self._known_dirs)
+                path = write_record(self.trace_dir, record, started, captured, self._known_dirs)
                 self.written += 1
             except OSError as exc:
                 self.failed += 1
@@ -141,6 +143,6 @@ class TraceStore:
                 self.log.exception("trace_write_failed", trace_id=record.get("trace_id"))
             if then is not None:
                 try:
-                    then(record)
+                    then(record, path)
                 except Exception:
                     self.log.exception("record_log_failed", trace_id=record.get("trace_id"))

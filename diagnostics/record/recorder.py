@@ -59,7 +59,8 @@ class Ending:
 class Recorder:
     def __init__(self, *, trace_id: str, session_id: str, message_id: str | None,
                  started_at: str, route: str, provider: str, configured_dialect: str | None = None,
-                 limits: Limits = Limits(), capture: bool = False):
+                 limits: Limits = Limits(), capture: bool = False,
+                 upstream_url: str | None = None):
         self.limits = limits
         self.trace_id = trace_id
         self.session_id = session_id
@@ -67,6 +68,9 @@ class Recorder:
         self.started_at = started_at
         self.route = route
         self.provider = provider
+        # scheme://host:port/path from the route's configured URL and the redacted request path:
+        # never the query (where `?key=` API keys travel), so it holds no secret and no content.
+        self.upstream_url = upstream_url
         self.configured_dialect = configured_dialect
         self.capture = capture
         self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
@@ -243,7 +247,7 @@ class Recorder:
                          {"error_type": None, "error_code": None, "error_message": None})
         frames = [[round(t, 1), size, kind, shape]
                   for t, size, kind, shape in (*self._head, *self._tail)]
-        record = {
+        identity = {
             "schema_version": SCHEMA_VERSION,
             "trace_id": self.trace_id,
             "session_id": self.session_id,
@@ -252,6 +256,10 @@ class Recorder:
             "route": self.route,
             "provider": self.provider,
             "dialect": self.dialect.name if self.dialect else None,
+            "upstream_url": self.upstream_url,
+        }
+        record = {
+            **identity,
             "request": self.request,
             "response": self.response,
             "correlation": {"request_id": self.request_id, "response_id": state.response_id},
@@ -289,5 +297,7 @@ class Recorder:
             "fault": ending.fault,
             "capture": self.capture,
         }
-        record["outcome"] = classify(Facts.from_record(record, state, ending))
-        return record
+        outcome = classify(Facts.from_record(record, state, ending))
+        # The verdict right after the identity fields, so `head` of a record file shows it.
+        return {**identity, "outcome": outcome,
+                **{key: value for key, value in record.items() if key not in identity}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
@@ -32,10 +33,11 @@ class Proxy:
         self.inflight: set[Exchange] = set()
         self.faults = FaultBook([replace(rule) for rule in config.faults])
 
-    def log_exchange(self, record: dict) -> None:
+    def log_exchange(self, record: dict, path: Path | None = None) -> None:
+        """Runs on the store's thread once the record is written."""
         outcome = record.get("outcome") or {}
         level = self.log.info if outcome.get("ok") else self.log.warning
-        level("request", **canonical_fields(record))
+        level("request", **canonical_fields(record, str(path) if path is not None else None))
 
 
 def _trace_config() -> aiohttp.TraceConfig:

@@ -22,7 +22,7 @@ from yarl import URL
 
 from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
-from streamtap.diagnostics.record.redact import safe_id
+from streamtap.diagnostics.record.redact import redact_path, safe_id
 
 from streamtap.proxy.serve import relay, sockets
 from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
@@ -36,6 +36,15 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 MAX_CAPTURE_BYTES = 64 * 1024 * 1024
+TRACE_ID_HEADER = "x-streamtap-trace-id"  # added to every answer only with trace_header = true
+
+
+def upstream_url_for(base: str, rest: str) -> str:
+    """scheme://host:port/path of the upstream request: never the query, the path redacted the
+    way the record's request path is."""
+    url = URL(base + rest, encoded=True)
+    host = f"[{url.host}]" if url.host and ":" in url.host else url.host
+    return f"{url.scheme}://{host}:{url.port}{redact_path(url.raw_path)}"
 
 
 def _connection_tokens(headers) -> set[str]:
@@ -134,7 +143,9 @@ class Exchange:
             limits=Limits(max_frames=config.max_frames, max_line=config.max_line_bytes,
                           max_shapes=config.max_shapes,
                           keep_ratelimit_headers=config.keep_ratelimit_headers),
-            capture=config.capture_bodies)
+            capture=config.capture_bodies,
+            upstream_url=upstream_url_for(route.url, self.rest))
+        self.trace_header = config.trace_header
         self.watchdog = Watchdog(self, wd.idle_timeout_ms, wd.progress_timeout_ms)
 
     def now(self) -> float:
@@ -151,7 +162,11 @@ class Exchange:
     async def run(self) -> web.StreamResponse:
         self.proxy.inflight.add(self)
         try:
-            return await self._run()
+            answer = await self._run()
+            if self.trace_header and answer is not None and not answer.prepared:
+                # streamtap's own answers and injected ones, not yet sent: name the record too.
+                answer.headers[TRACE_ID_HEADER] = self.recorder.trace_id
+            return answer
         finally:
             self.proxy.inflight.discard(self)
             self.watchdog.stop()
@@ -211,6 +226,8 @@ class Exchange:
         recorder.on_response(upstream.status, upstream.headers.items(), t)
         response = PassThroughResponse(status=upstream.status, reason=upstream.reason,
                                        headers=downstream_response_headers(upstream.headers))
+        if self.trace_header:
+            response.headers[TRACE_ID_HEADER] = recorder.trace_id
         self.response = response
         ending.downstream_status = upstream.status
         try:
