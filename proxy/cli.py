@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     _fault_parser(commands)
     _samples_parser(commands)
     _replay_parser(commands)
+    _ls_parser(commands)
+    _show_parser(commands)
     return parser
 
 
@@ -233,3 +235,53 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streamtap.proxy.replay.server import run
 
     return run(args.targets, args.host, args.port, args.speed, args.loop)
+
+
+def _trace_dir_flag(parser) -> None:
+    parser.add_argument("--trace-dir", metavar="DIR",
+                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+
+
+def _ls_parser(commands) -> None:
+    ls = commands.add_parser("ls", help="list recorded requests, newest first",
+                             description="List recorded requests, newest first, from the "
+                                         "index files only (fast over many records).")
+    _trace_dir_flag(ls)
+    ls.add_argument("--session", metavar="S", help="only this session")
+    ls.add_argument("--failed", action="store_true", help="only requests that did not end well")
+    ls.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
+                                                      "(30m, 1h, 2d, or an ISO time)")
+    ls.add_argument("--last", type=int, metavar="N", help="at most N requests")
+    ls.add_argument("--format", choices=("table", "json"), default="table")
+    ls.set_defaults(func=cmd_ls)
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.commands import ls
+
+    return ls(args.trace_dir or Config().trace_dir, session=args.session, failed=args.failed,
+              since=args.since, last=args.last, fmt=args.format)
+
+
+def _show_parser(commands) -> None:
+    show = commands.add_parser("show", help="explain one recorded request",
+                               description="The summary first, then the phase timeline, the "
+                                           "frames over time, tool calls, the error, ids and "
+                                           "the fault.")
+    show.add_argument("trace", nargs="?", metavar="TRACE_ID|FILE",
+                      help="a trace id (a prefix is enough), or a record file")
+    show.add_argument("--last", action="store_true", help="the newest request")
+    show.add_argument("--failed", action="store_true", help="with --last: the newest failed one")
+    _trace_dir_flag(show)
+    show.set_defaults(func=cmd_show)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.commands import show
+
+    if args.trace is None and not args.last:
+        print("streamtap: name a trace (an id, a prefix of one, or a file) or pass --last",
+              file=sys.stderr)
+        return 2
+    return show(args.trace_dir or Config().trace_dir, args.trace, last=args.last,
+                failed=args.failed)
