@@ -251,7 +251,8 @@ def _ls_parser(commands) -> None:
     ls.add_argument("--failed", action="store_true", help="only requests that did not end well")
     ls.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
                                                       "(30m, 1h, 2d, or an ISO time)")
-    ls.add_argument("--last", type=int, metavar="N", help="at most N requests")
+    ls.add_argument("--last", type=int, metavar="N", help="at most N requests (default: 50 in "
+                                                          "a table, all in JSON)")
     ls.add_argument("--format", choices=("table", "json"), default="table")
     ls.set_defaults(func=cmd_ls)
 

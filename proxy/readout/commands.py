@@ -14,6 +14,8 @@ from streamtap.proxy.readout.console import emit
 from streamtap.proxy.readout.traces import (TraceError, find_trace, public, read_index, select,
                                             since_cutoff)
 
+TABLE_ROWS = 50  # a table longer than a screen or two is read with --last or --format json
+
 
 def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = False,
        since: str | None = None, last: int | None = None, fmt: str = "table",
@@ -25,7 +27,13 @@ def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = Fals
     except TraceError as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
-    lines = select(listing.lines, failed=failed, since=cutoff, last=last)
+    table_limit = last is None and fmt == "table"
+    limit = TABLE_ROWS + 1 if table_limit else last
+    lines = select(listing, failed=failed, since=cutoff, last=limit)
+    if table_limit and len(lines) > TABLE_ROWS:
+        lines = lines[:TABLE_ROWS]
+        print(f"streamtap: showing the newest {TABLE_ROWS}; pass --last N for more",
+              file=sys.stderr)
     if listing.skipped:
         print(f"streamtap: skipped {listing.skipped} unreadable index line(s)", file=sys.stderr)
     if fmt == "json":

@@ -25,8 +25,22 @@ class TraceError(ValueError):
 
 @dataclass
 class Listing:
-    lines: list[dict] = field(default_factory=list)
-    skipped: int = 0  # index lines that were not JSON objects (a write in progress, a bad edit)
+    """Index lines, newest first, still as bytes: only the ones a command shows get parsed."""
+
+    entries: list[tuple[bytes, bytes, Path]] = field(default_factory=list)  # (time, line, dir)
+    skipped: int = 0  # lines that were not index lines (a write in progress, a bad edit)
+
+    @property
+    def lines(self) -> list[dict]:
+        """Every line parsed (for the few callers that want them all)."""
+        return select(self)
+
+
+# Index lines are written by json.dumps with compact separators (proxy/store.py), so the time and
+# the verdict can be read from the bytes; json.loads on every one of 100,000 lines would not fit
+# in `ls`'s one second.
+_STARTED = re.compile(rb'"started_at":\s*"([^"]*)"')
+_OK = b'"ok":true'
 
 
 def since_cutoff(text: str, now: datetime) -> str:
@@ -60,41 +74,51 @@ def session_dirs(trace_dir: Path, session: str | None = None) -> list[Path]:
 
 
 def read_index(trace_dir: Path, session: str | None = None) -> Listing:
-    """Every index line of the trace dir (or one session), newest first."""
+    """Every index line of the trace dir (or one session), newest first, unparsed."""
     listing = Listing()
+    entries = listing.entries
+    search = _STARTED.search
     for folder in session_dirs(trace_dir, session):
         try:
             data = (folder / "index.jsonl").read_bytes()
         except OSError:
             continue
         for raw in data.splitlines():
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                listing.skipped += 1
+            match = search(raw)
+            if match is None:
+                listing.skipped += 1 if raw.strip() else 0
                 continue
-            if not isinstance(line, dict) or "trace_id" not in line:
-                listing.skipped += 1
-                continue
-            # Index lines written before they named their session and file still list.
-            line.setdefault("session_id", folder.name)
-            line["_dir"] = folder
-            listing.lines.append(line)
-    listing.lines.sort(key=lambda line: str(line.get("started_at") or ""), reverse=True)
+            entries.append((match.group(1), raw, folder))
+    entries.sort(key=lambda entry: entry[0], reverse=True)
     return listing
 
 
-def select(lines: list[dict], *, failed: bool = False, since: str | None = None,
+def select(listing: Listing, *, failed: bool = False, since: str | None = None,
            provider: str | None = None, last: int | None = None) -> list[dict]:
-    """Filter newest-first index lines; `since` is an ISO cutoff from since_cutoff()."""
+    """The newest-first index lines that pass the filters, parsed; `since` is an ISO cutoff
+    from since_cutoff(). Lines that turn out not to be JSON are counted in `skipped`."""
     out = []
-    for line in lines:
+    cutoff = since.encode() if since is not None else None
+    for started, raw, folder in listing.entries:
+        if cutoff is not None and started < cutoff:
+            break  # newest first: everything after is older
+        if failed and _OK in raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            listing.skipped += 1
+            continue
+        if not isinstance(line, dict) or "trace_id" not in line:
+            listing.skipped += 1
+            continue
         if failed and line.get("ok") is True:
             continue
-        if since is not None and str(line.get("started_at") or "") < since:
-            break  # newest first: everything after is older
         if provider is not None and line.get("provider", line.get("route")) != provider:
             continue
+        # Index lines written before they named their session still list.
+        line.setdefault("session_id", folder.name)
+        line["_dir"] = folder
         out.append(line)
         if last is not None and len(out) >= last:
             break
@@ -132,15 +156,17 @@ def find_trace(trace_dir: Path, ref: str | None, *, last: bool = False,
     `last`) the newest one (the newest failed one with `failed`)."""
     if ref is not None and (ref.endswith(".json") or "/" in ref):
         return load_record(Path(ref))
-    lines = read_index(trace_dir).lines
+    listing = read_index(trace_dir)
     if last or ref is None:
-        chosen = select(lines, failed=failed, last=1)
+        chosen = select(listing, failed=failed, last=1)
         if not chosen:
             what = "failed trace" if failed else "trace"
             raise TraceError(f"no {what} in {trace_dir}")
         return load_record(record_path(chosen[0]))
     ref = ref.lower()
-    matches = [line for line in lines if str(line["trace_id"]).startswith(ref)]
+    needle = ref.encode()
+    listing.entries = [entry for entry in listing.entries if needle in entry[1]]
+    matches = [line for line in select(listing) if str(line["trace_id"]).startswith(ref)]
     if not matches:
         raise TraceError(f"no trace id starting with `{ref}` in {trace_dir}; `streamtap ls` "
                          "lists them")
