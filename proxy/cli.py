@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     _replay_parser(commands)
     _ls_parser(commands)
     _show_parser(commands)
+    _tail_parser(commands)
+    _report_parser(commands)
     return parser
 
 
@@ -286,3 +288,40 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 2
     return show(args.trace_dir or Config().trace_dir, args.trace, last=args.last,
                 failed=args.failed)
+
+
+def _tail_parser(commands) -> None:
+    tail = commands.add_parser("tail", help="follow a running proxy: one row per finished request",
+                               description="Print one row per request as it finishes, from the "
+                                           "proxy's /_streamtap/events stream. Ctrl-C stops.")
+    tail.add_argument("--proxy", default="http://127.0.0.1:8787",
+                      help="the streamtap to follow (default http://127.0.0.1:8787)")
+    tail.add_argument("--failed", action="store_true", help="only requests that did not end well")
+    tail.set_defaults(func=cmd_tail)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.follow import tail
+
+    return tail(args.proxy, failed=args.failed)
+
+
+def _report_parser(commands) -> None:
+    report = commands.add_parser("report", help="write the traces as one self-contained HTML file",
+                                 description="The live page's views as one HTML file (inline CSS "
+                                             "and SVG, no network) to attach to a bug report.")
+    _trace_dir_flag(report)
+    report.add_argument("--session", metavar="S", help="only this session")
+    report.add_argument("--failed", action="store_true", help="only requests that did not end "
+                                                               "well")
+    report.add_argument("--since", metavar="1h|ISO", help="only requests started since then")
+    report.add_argument("--last", type=int, metavar="N", help="at most the newest N requests")
+    report.add_argument("-o", "--out", required=True, metavar="FILE", help="the HTML file")
+    report.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.pages import report
+
+    return report(args.trace_dir or Config().trace_dir, args.out, session=args.session,
+                  failed=args.failed, since=args.since, last=args.last)

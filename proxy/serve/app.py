@@ -15,7 +15,10 @@ from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.diagnostics.record.schema import index_line
 from streamtap.proxy.logs import canonical_fields
+from streamtap.proxy.readout.routes import add_readout_routes
+from streamtap.proxy.serve.control import _from_loopback
 from streamtap.proxy.store import TraceStore
 
 CONTROL_PREFIX = "/_streamtap/"
@@ -32,6 +35,13 @@ class Proxy:
         self.session: aiohttp.ClientSession | None = None
         self.inflight: set[Exchange] = set()
         self.faults = FaultBook([replace(rule) for rule in config.faults])
+        self.feed = None  # the read-out feed (tail, the live page), set by build_app
+
+    def finished(self, record: dict, path: Path | None = None) -> None:
+        """Runs on the store's thread once the record is written: the log line, then the feed."""
+        self.log_exchange(record, path)
+        if self.feed is not None:
+            self.feed.publish(index_line(record, path.name if path is not None else None))
 
     def log_exchange(self, record: dict, path: Path | None = None) -> None:
         """Runs on the store's thread once the record is written."""
@@ -94,6 +104,15 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
     return await Exchange(proxy, request, route, rest).run()
 
 
+def loopback_guard(request: web.Request) -> web.Response | None:
+    """The read-out shows what went through the proxy: loopback clients only."""
+    if _from_loopback(request):
+        return None
+    return web.json_response({"error": {"type": "streamtap_forbidden",
+                                        "message": "the read-out answers loopback clients only"}},
+                             status=403)
+
+
 def build_app(config: Config, store: TraceStore, log) -> web.Application:
     proxy = Proxy(config, store, log)
     app = web.Application(client_max_size=config.max_request_body_bytes + 1)
@@ -125,6 +144,7 @@ def build_app(config: Config, store: TraceStore, log) -> web.Application:
     app.on_shutdown.append(finish_inflight)
     app.router.add_get(CONTROL_PREFIX + "health", handle_health)
     add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
+    proxy.feed = add_readout_routes(app, loopback_guard, trace_dir=config.trace_dir)
     app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", handle_control_unknown)
     app.router.add_route("*", "/{tail:.*}", handle_forward)
     return app

@@ -456,6 +456,6 @@ class Exchange:
             # The exchange is over: nothing touches recorder or ending again, so the record can
             # be finished on the store's thread rather than here on the event loop.
             self.proxy.store.submit(lambda: recorder.finish(ending, duration), self.started,
-                                    captured, then=self.proxy.log_exchange)
+                                    captured, then=self.proxy.finished)
         except Exception:  # never let bookkeeping break the client's response
             self.proxy.log.exception("record_failed", route=self.route.name)
