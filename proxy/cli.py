@@ -140,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     _show_parser(commands)
     _tail_parser(commands)
     _report_parser(commands)
+    _export_parser(commands)
     return parser
 
 
@@ -325,3 +326,27 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     return report(args.trace_dir or Config().trace_dir, args.out, session=args.session,
                   failed=args.failed, since=args.since, last=args.last)
+
+
+def _export_parser(commands) -> None:
+    export = commands.add_parser("export", help="write traces in a format other tools read",
+                                 description="Write trace records for another tool: --har for a "
+                                             "browser's network monitor.")
+    formats = export.add_mutually_exclusive_group(required=True)
+    formats.add_argument("--har", dest="format", action="store_const", const="har",
+                         help="HAR 1.2 (Firefox and Chrome import it); frames as "
+                              "_eventSourceMessages holding shapes, never content")
+    _trace_dir_flag(export)
+    export.add_argument("--session", metavar="S", help="only this session")
+    export.add_argument("--failed", action="store_true", help="only requests that did not end "
+                                                               "well")
+    export.add_argument("--since", metavar="1h|ISO", help="only requests started since then")
+    export.add_argument("-o", "--out", required=True, metavar="FILE")
+    export.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.export import export
+
+    return export(args.format, args.trace_dir or Config().trace_dir, args.out,
+                  session=args.session, failed=args.failed, since=args.since)
