@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tail_parser(commands)
     _report_parser(commands)
     _export_parser(commands)
+    _demo_parser(commands)
     return parser
 
 
@@ -350,3 +351,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     return export(args.format, args.trace_dir or Config().trace_dir, args.out,
                   session=args.session, failed=args.failed, since=args.since)
+
+
+def _demo_parser(commands) -> None:
+    demo = commands.add_parser("demo", help="see a diagnosis now: no API key, no network",
+                               description="Replay the bundled corpus as a fake OpenAI behind a "
+                                           "recording proxy, send four requests (one completes, "
+                                           "three fail differently), print `ls` and `show`.")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep running afterwards and print the live page's URL")
+    demo.add_argument("--trace-dir", metavar="DIR",
+                      help="keep the records here (default: a temporary folder, removed after)")
+    demo.add_argument("--port", type=int, default=0,
+                      help="the proxy's port (default 0: a free one)")
+    demo.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.demo import demo
+
+    return demo(args.trace_dir, args.keep, args.port)

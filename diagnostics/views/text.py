@@ -170,7 +170,7 @@ def show(view: TraceView) -> list[Line]:
 
 
 # Strings from the network (model names, error messages) must not smuggle terminal escapes in.
-_CONTROL = {code: "?" for code in (*range(0x00, 0x20), 0x7f) if code != 0x09}
+_CONTROL = {code: "?" for code in (*range(0x00, 0x20), 0x7f)} | {0x09: " ", 0x0a: " ", 0x0d: " "}
 
 
 def printable(text: str) -> str:

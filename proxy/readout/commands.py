@@ -58,3 +58,8 @@ def show(trace_dir: str | Path, ref: str | None, *, last: bool = False, failed: 
         return 2
     emit(text.show(build_view(record)), out or sys.stdout)
     return 0
+
+
+def failed_trace_ids(trace_dir: str | Path) -> list[str]:
+    """The trace ids of failed requests, newest first."""
+    return [line["trace_id"] for line in select(read_index(Path(trace_dir)), failed=True)]
