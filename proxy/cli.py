@@ -361,7 +361,8 @@ def _demo_parser(commands) -> None:
     demo.add_argument("--keep", action="store_true",
                       help="keep running afterwards and print the live page's URL")
     demo.add_argument("--trace-dir", metavar="DIR",
-                      help="keep the records here (default: a temporary folder, removed after)")
+                      help="where the records go, in session `demo` (default "
+                           "./streamtap-traces, where serve writes)")
     demo.add_argument("--port", type=int, default=0,
                       help="the proxy's port (default 0: a free one)")
     demo.set_defaults(func=cmd_demo)
@@ -370,4 +371,4 @@ def _demo_parser(commands) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from streamtap.proxy.readout.demo import demo
 
-    return demo(args.trace_dir, args.keep, args.port)
+    return demo(args.trace_dir or Config().trace_dir, args.keep, args.port)

@@ -10,10 +10,10 @@ import time
 import httpx
 
 
-def test_demo_prints_the_four_verdicts_and_shows_the_failures():
+def test_demo_prints_the_four_verdicts_and_shows_the_failures(tmp_path):
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "streamtap", "demo"], capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert time.monotonic() - started < 30
@@ -31,11 +31,14 @@ def test_demo_prints_the_four_verdicts_and_shows_the_failures():
                                 "stream (server_error), as a wrapped chunk")
     assert firsts[2].startswith("FAIL transport/tool_input  The connection to openai was reset "
                                 "while the model was still writing the arguments of tool call")
+    # Recorded where serve writes, so the other commands read them right after.
+    assert len(list((tmp_path / "streamtap-traces" / "demo").glob("*.json"))) == 4
 
 
-def test_demo_keep_serves_the_live_page_until_interrupted():
+def test_demo_keep_serves_the_live_page_until_interrupted(tmp_path):
     demo = subprocess.Popen([sys.executable, "-m", "streamtap", "demo", "--keep"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
     try:
         url = None
         deadline = time.monotonic() + 60

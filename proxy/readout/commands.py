@@ -60,6 +60,7 @@ def show(trace_dir: str | Path, ref: str | None, *, last: bool = False, failed: 
     return 0
 
 
-def failed_trace_ids(trace_dir: str | Path) -> list[str]:
+def failed_trace_ids(trace_dir: str | Path, session: str | None = None) -> list[str]:
     """The trace ids of failed requests, newest first."""
-    return [line["trace_id"] for line in select(read_index(Path(trace_dir)), failed=True)]
+    return [line["trace_id"]
+            for line in select(read_index(Path(trace_dir), session), failed=True)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import io
 import sys
-import tempfile
 from pathlib import Path
 
 import aiohttp
@@ -83,11 +82,11 @@ async def run_demo(trace_dir: Path, keep: bool, port: int, out=None) -> int:
             if store.written + store.failed >= len(REQUESTS):
                 break
             await asyncio.sleep(0.01)
-        print(f"\n$ streamtap ls --trace-dir {trace_dir}", file=out)
-        commands.ls(trace_dir, out=out)
-        listing = commands.failed_trace_ids(trace_dir)
-        for trace_id in reversed(listing):
-            print(f"\n$ streamtap show {trace_id[:8]} --trace-dir {trace_dir}", file=out)
+        print(f"\n$ streamtap ls --session {SESSION} --last {len(REQUESTS)}", file=out)
+        commands.ls(trace_dir, session=SESSION, last=len(REQUESTS), out=out)
+        failed = commands.failed_trace_ids(trace_dir, SESSION)[:len(REQUESTS)]
+        for trace_id in reversed(failed):
+            print(f"\n$ streamtap show {trace_id[:8]}", file=out)
             commands.show(trace_dir, trace_id, out=out)
         if keep:
             print(f"\nlive page: {base}/_streamtap/  (Ctrl-C stops the demo)", file=out,
@@ -103,8 +102,7 @@ async def run_demo(trace_dir: Path, keep: bool, port: int, out=None) -> int:
     return 0
 
 
-def demo(trace_dir: str | None, keep: bool, port: int) -> int:
-    if trace_dir is not None:
-        return asyncio.run(run_demo(Path(trace_dir), keep, port))
-    with tempfile.TemporaryDirectory(prefix="streamtap-demo-") as tmp:
-        return asyncio.run(run_demo(Path(tmp), keep, port))
+def demo(trace_dir: str, keep: bool, port: int) -> int:
+    """Records go where `streamtap serve` writes them (session `demo`), so `ls`, `show`,
+    `report` and `export` work on them right after."""
+    return asyncio.run(run_demo(Path(trace_dir), keep, port))
