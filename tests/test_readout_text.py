@@ -5,6 +5,7 @@ rendering libraries."""
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,24 @@ def test_terminal_escapes_from_the_network_are_not_printed(tmp_path):
     for out in (io.StringIO(), FakeTty()):
         commands.ls(tmp_path, out=out)
         assert "\x1b[2J" not in out.getvalue() and "evil?[2Jmodel" in out.getvalue()
+
+
+def test_index_lines_from_before_they_named_session_and_file_still_list_and_show(tmp_path):
+    records = build(tmp_path)
+    index = tmp_path / "alpha" / "index.jsonl"
+    old = []
+    for raw in index.read_text().splitlines():
+        line = json.loads(raw)
+        del line["session_id"], line["file"], line["provider"], line["message_id"], line["fault"]
+        old.append(json.dumps(line))
+    index.write_text("\n".join(old) + "\n")
+    out = io.StringIO()
+    commands.ls(tmp_path, session="alpha", out=out)
+    def cells(text: str) -> list[list[str]]:  # widths follow the rows shown
+        return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+
+    assert cells(out.getvalue()) == [row for row in cells((GOLDEN / "ls.txt").read_text())
+                                     if row[0] == "TIME" or row[2] == "alpha"]
+    out = io.StringIO()
+    assert commands.show(tmp_path, records[1]["trace_id"][:6], out=out) == 0
+    assert out.getvalue() == (GOLDEN / "show_22_transport.txt").read_text()
