@@ -40,6 +40,10 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     # The starter corpus ships as package data, so replay and the fake provider work without a
     # checkout.
     assert len(list((installed / "corpus").glob("*.sample.json"))) >= 80
+    # The page and report templates ship as package data too.
+    templates = {path.name for path in (installed / "diagnostics" / "views" / "templates").iterdir()}
+    assert templates == {"page.html.j2", "trace.html.j2"}
+    assert (installed / "proxy" / "readout" / "routes.py").is_file()
     # The subpackages resolve under the one name (no dependency is needed to find the modules).
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; "
                             "print(u.find_spec('streamtap.proxy.cli') is not None, "

@@ -128,3 +128,22 @@ def test_read_out_routes_answer_loopback_clients_only():
     assert loopback_guard(request_from("::1")) is None
     refusal = loopback_guard(request_from("192.168.1.20"))
     assert refusal is not None and refusal.status == 403
+
+
+async def test_a_slow_follower_loses_events_not_the_proxys_memory():
+    import asyncio
+
+    from streamtap.proxy.readout.feed import SUBSCRIBER_QUEUE, Feed
+
+    feed = Feed()
+    feed.bind(asyncio.get_running_loop())
+    slow = feed.subscribe()
+    for n in range(SUBSCRIBER_QUEUE + 50):
+        feed.publish({"trace_id": f"{n}"})  # as the store's thread does
+    await asyncio.sleep(0.05)
+    assert slow.queue.qsize() == SUBSCRIBER_QUEUE and slow.dropped == 50
+    assert (await slow.next(1))["trace_id"] == "0"
+    feed.close()
+    with pytest.raises(EOFError):
+        for _ in range(SUBSCRIBER_QUEUE + 1):
+            await slow.next(1)

@@ -60,11 +60,16 @@ def add_readout_routes(app: web.Application, guard: Guard, *, trace_dir: str | P
         try:
             await response.write(b": streamtap events: one `request` event per finished "
                                  b"request\n\n")
+            told = 0
             while True:
                 try:
                     summary = await subscription.next(KEEPALIVE_S)
                 except EOFError:
                     break
+                if subscription.dropped > told:  # say so rather than skip rows silently
+                    await response.write(f": {subscription.dropped - told} request(s) not sent: "
+                                         "this follower fell behind\n\n".encode())
+                    told = subscription.dropped
                 await response.write(event_bytes(summary) if summary is not None
                                      else b": keepalive\n\n")
         except ConnectionError:
