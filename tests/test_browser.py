@@ -68,6 +68,7 @@ async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, t
             assert facts["rows"][0] == new_id and new_id in facts["failedRows"]
             assert facts["sections"][0] == new_id and new_id in facts["failed"]
             assert facts["perTrace"] == [1] * 10
+            assert await browser.evaluate("document.getElementById('count').textContent") == "10"
             assert sum(HOSTILE_MESSAGE in text for text in facts["messages"]) == 3
             assert facts["planted"] == 0 and facts["title"] == "streamtap: live"
 

@@ -25,7 +25,8 @@ START = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 
 def _record(index: int, session: str, chunks: list[bytes], *, status: int = 200,
             step_ms: float = 40.0, ending: Ending | None = None, end_gap_ms: float = 0.0,
-            message_id: str | None = None, tools: bool = False) -> tuple[dict, datetime]:
+            message_id: str | None = None, tools: bool = False,
+            connected: bool = True) -> tuple[dict, datetime]:
     started = START + timedelta(minutes=index)
     recorder = Recorder(
         trace_id=f"{index:x}{index:x}c0ffee{index:08d}"[:16], session_id=session,
@@ -40,8 +41,9 @@ def _record(index: int, session: str, chunks: list[bytes], *, status: int = 200,
                         [("content-type", "application/json"),
                          ("authorization", f"Bearer {CANARY_KEY}"),
                          ("cookie", f"session={CANARY_COOKIE}")], json.dumps(body).encode())
-    recorder.mark("upstream_connected", 3.0)
-    recorder.mark("request_sent", 3.5)
+    if connected:
+        recorder.mark("upstream_connected", 3.0)
+        recorder.mark("request_sent", 3.5)
     t = 120.0
     ending = ending or Ending(upstream="complete")
     if status or chunks:
@@ -88,7 +90,7 @@ def build(trace_dir: Path) -> list[dict]:
                               fault={"name": "cut-5", "action": "reset", "at": "events:4",
                                      "fired": True, "fired_at_ms": 281.0, "frames_before": 4,
                                      "source": "api"})),
-        _record(9, "gamma", [], status=0,
+        _record(9, "gamma", [], status=0, connected=False,
                 ending=Ending(upstream="not_started", proxy_reason="request_too_large",
                               downstream_status=413)),
     ]
