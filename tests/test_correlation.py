@@ -87,3 +87,28 @@ sys.stdout.write(stream.getvalue())
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out.endswith("summary=SUMMARY. record=/traces/s/x-abc.json"), out
+
+
+def test_upstream_url_has_scheme_host_port_and_path_never_the_query():
+    from streamtap.proxy.serve.forward import upstream_url_for
+
+    assert upstream_url_for("https://api.openai.com", "/v1/chat/completions?key=sk-abc") == \
+        "https://api.openai.com:443/v1/chat/completions"
+    assert upstream_url_for("http://[::1]:11434/base", "/api/chat") == "http://[::1]:11434/base/api/chat"
+    assert upstream_url_for(
+        "https://aiplatform.googleapis.com",
+        "/v1/projects/my-project-123/locations/x/models/g:streamGenerateContent?alt=sse") == \
+        "https://aiplatform.googleapis.com:443/v1/projects/*/locations/x/models/g:streamGenerateContent"
+
+
+def test_trace_header_from_the_config_file_or_the_flag(tmp_path):
+    from streamtap.proxy.cli import build_parser, config_from_args
+    from streamtap.proxy.config import Config, load_file
+
+    assert Config().trace_header is False
+    path = tmp_path / "c.toml"
+    path.write_text("trace_header = true\n")
+    assert load_file(path).trace_header is True
+    args = build_parser().parse_args(["serve", "--trace-header"])
+    assert config_from_args(args).trace_header is True
+    assert config_from_args(build_parser().parse_args(["serve"])).trace_header is False
