@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 
-from streamtap.proxy.config import Config, ConfigError, load_file, parse_route_flag, validate
+from streamtap.proxy.config import (Config, ConfigError, Export, check_url, load_file,
+                                    otlp_from_env, parse_route_flag, validate)
 
 
 def _serve_parser(commands) -> None:
@@ -31,12 +33,16 @@ def _serve_parser(commands) -> None:
                        help="abort a stream after MS without a byte (0 = off)")
     serve.add_argument("--progress-timeout-ms", type=int, metavar="MS",
                        help="abort a stream after MS without model progress (0 = off)")
+    serve.add_argument("--otlp-endpoint", metavar="URL",
+                       help="also send every record as an OpenTelemetry span to this OTLP/HTTP "
+                            "base URL (/v1/traces is appended); needs streamtap[otel]")
     serve.set_defaults(func=cmd_serve)
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
     """Defaults, then the config file, then the flags that were given."""
-    config = load_file(args.config) if args.config else Config()
+    base = replace(Config(), export=Export(otlp=otlp_from_env(os.environ)))
+    config = load_file(args.config, base) if args.config else base
     flags = {name: getattr(args, name) for name in
              ("host", "port", "trace_dir", "session", "log_format", "capture_bodies")
              if getattr(args, name) is not None}
@@ -55,6 +61,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
             raise ConfigError(f"--{name.replace('_', '-')}", f"must be 0 or more, got {value}")
     if watchdog:
         config = replace(config, watchdog=replace(config.watchdog, **watchdog))
+    if getattr(args, "otlp_endpoint", None):
+        otlp = replace(config.export.otlp, endpoint=check_url("--otlp-endpoint",
+                                                              args.otlp_endpoint),
+                       traces_endpoint="")
+        config = replace(config, export=Export(otlp=otlp))
     return validate(config)
 
 

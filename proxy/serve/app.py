@@ -24,15 +24,19 @@ PROXY_KEY: web.AppKey["Proxy"] = web.AppKey("proxy")
 class Proxy:
     """What every exchange shares: config, the pooled upstream session, the store, the log."""
 
-    def __init__(self, config: Config, store: TraceStore, log):
+    def __init__(self, config: Config, store: TraceStore, log, exporter=None):
         self.config = config
         self.store = store
         self.log = log
+        self.exporter = exporter  # streamtap.proxy.export.otlp.OtlpExporter, or None
         self.session: aiohttp.ClientSession | None = None
         self.inflight: set[Exchange] = set()
         self.faults = FaultBook([replace(rule) for rule in config.faults])
 
     def log_exchange(self, record: dict) -> None:
+        """Called on the store's thread once a record is finished (written or not)."""
+        if self.exporter is not None:
+            self.exporter.offer(record)
         outcome = record.get("outcome") or {}
         level = self.log.info if outcome.get("ok") else self.log.warning
         level("request", **canonical_fields(record))
@@ -71,7 +75,8 @@ async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
     return web.json_response({"status": "ok", "inflight": len(proxy.inflight),
                               "records_written": proxy.store.written,
-                              "records_failed": proxy.store.failed})
+                              "records_failed": proxy.store.failed,
+                              **({"otlp": proxy.exporter.health()} if proxy.exporter else {})})
 
 
 async def handle_control_unknown(request: web.Request) -> web.Response:
@@ -92,8 +97,8 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
     return await Exchange(proxy, request, route, rest).run()
 
 
-def build_app(config: Config, store: TraceStore, log) -> web.Application:
-    proxy = Proxy(config, store, log)
+def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Application:
+    proxy = Proxy(config, store, log, exporter)
     app = web.Application(client_max_size=config.max_request_body_bytes + 1)
     app[PROXY_KEY] = proxy
 

@@ -7,6 +7,7 @@ import ipaddress
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -14,6 +15,7 @@ from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.config import Config
 from streamtap.proxy.logs import configure_logging
+from streamtap.proxy.export.otlp import ExportUnavailable, make_exporter
 from streamtap.proxy.store import TraceStore
 
 SHUTDOWN_GRACE_S = 5.0
@@ -40,6 +42,10 @@ def banner(config: Config, port: int) -> str:
     if not is_loopback(config.host):
         lines.append(f"WARNING: bound to {config.host}, not loopback: anyone who can reach this "
                      "port can use the API keys your clients send through it.")
+    if config.export.otlp.url:
+        parts = urlsplit(config.export.otlp.url)  # no user:password, no query: they may be keys
+        lines.append(f"otlp: every record also goes as a span to {parts.scheme}://"
+                     f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}")
     if config.capture_bodies:
         lines.append("WARNING: --capture-bodies is on: raw request and response bodies (prompts, "
                      "outputs, tool arguments) are written next to each trace record.")
@@ -78,7 +84,14 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     if problem:
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
-    app = build_app(config, store, log)
+    try:
+        exporter = make_exporter(config.export.otlp, log,
+                                 {name: route.url for name, route in config.routes.items()})
+    except ExportUnavailable as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        store.close()
+        return 2
+    app = build_app(config, store, log, exporter)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            max_line_size=config.max_header_bytes,
                            max_field_size=config.max_header_bytes,
@@ -89,6 +102,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     if port is None:
         await runner.cleanup()
         store.close()
+        if exporter is not None:
+            exporter.close()
         return 1
     print(banner(config, port), flush=True)
     if ready is not None:
@@ -97,6 +112,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
     await runner.cleanup()
     store.close()
+    if exporter is not None:  # after the store: its last records are offered on the way out
+        exporter.close()
     return 0
 
 
