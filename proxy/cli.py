@@ -143,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fault_parser(commands)
     _samples_parser(commands)
     _replay_parser(commands)
+    _export_parser(commands)
     return parser
 
 
@@ -240,3 +241,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streamtap.proxy.replay.server import run
 
     return run(args.targets, args.host, args.port, args.speed, args.loop)
+
+
+def _export_parser(commands) -> None:
+    from streamtap.proxy.export.backfill import add_otlp_export
+
+    export = commands.add_parser("export", help="send recorded traces elsewhere",
+                                 description="Send records already on disk to another tool.")
+    formats = export.add_mutually_exclusive_group(required=True)
+    formats.add_argument("--otlp", action="store_true",
+                         help="as OpenTelemetry spans to an OTLP/HTTP backend (backfill; needs "
+                              "streamtap[otel])")
+    export.add_argument("--trace-dir", metavar="DIR",
+                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+    export.add_argument("--session", metavar="S", help="only this session's records")
+    export.add_argument("--since", metavar="ISO", help="only records started at or after this "
+                                                       "time (e.g. 2025-06-01T12:00:00Z)")
+    add_otlp_export(export)
+    export.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from streamtap.proxy.export.backfill import run_otlp_export
+
+    return run_otlp_export(args)

@@ -89,6 +89,18 @@ class OtlpExporter:
             except queue.Full:
                 self.dropped += 1
 
+    def offer_waiting(self, record: dict, timeout: float) -> None:
+        """Queue a record, waiting up to `timeout` for room (a backfill, not the proxy)."""
+        with self._lock:
+            self._pending += 1
+        try:
+            self._queue.put(record, timeout=timeout)
+        except queue.Full:
+            with self._lock:
+                self._pending -= 1
+                self.dropped += 1
+                self._lock.notify_all()
+
     def health(self) -> dict:
         """Counters for /_streamtap/health (no endpoint, no headers: they may hold a key)."""
         return {"state": "failing" if self.failing else "ok", "queued": self._queue.qsize(),
