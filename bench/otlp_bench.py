@@ -1,6 +1,6 @@
 """How many trace records per second streamtap's OTLP exporter turns into spans and sends.
 
-    python bench/otlp_bench.py [--records 5000] [--frames 200] [--endpoint URL]
+    python bench/otlp_bench.py [--records 500] [--frames 200] [--endpoint URL]
     python bench/otlp_bench.py --sink [--port 0]     # only the discarding receiver (bench/run.py)
 
 Builds `--records` realistic records (a chat stream of `--frames` frames each, through the real
@@ -85,7 +85,7 @@ def make_records(count: int, frames: int) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=5000)
+    parser.add_argument("--records", type=int, default=500)
     parser.add_argument("--frames", type=int, default=200, help="frames per record")
     parser.add_argument("--batch-size", type=int, default=OtlpExport.batch_size)
     parser.add_argument("--endpoint", help="a real OTLP/HTTP base URL instead of the built-in "
@@ -128,7 +128,7 @@ def main() -> int:
     health = exporter.health()
     print(json.dumps({
         "records": args.records, "frames_per_record": args.frames,
-        "frame_events_per_span": min(args.frames + 3, settings.frame_events),
+        "frame_events_per_span": min(len(records[0]["frames"]), settings.frame_events),
         "batch_size": args.batch_size, "endpoint": "built-in discarding receiver"
         if server else endpoint,
         "spans_per_s": round(health["exported"] / elapsed, 1),

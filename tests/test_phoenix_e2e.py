@@ -8,6 +8,8 @@ Phoenix is large, so it lives in its own cached venv: `.ci/phoenix-venv` makes i
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 import uuid
 
@@ -19,6 +21,7 @@ from tests.clients import wait_for
 from tests.fakeprovider import Scenario
 from tests.phoenixproc import PHOENIX_BIN, PhoenixProcess
 from tests.proxyproc import ProxyProcess, new_session
+from tests.readme import shell_blocks
 from tests.streams import CANARY_OUTPUT, chat_text_stream, chat_tool_stream, sse
 
 pytestmark = pytest.mark.skipif(
@@ -59,6 +62,23 @@ def chat(proxy, fake, scenario: Scenario, session: str, message: str) -> str:
     except openai.APIError as exc:
         got += f"<{type(exc).__name__}>"
     return got
+
+
+def test_the_readme_screenshot_command_runs_verbatim(phoenix, tmp_path):
+    """README's screenshot command, on the module's Phoenix (before the next test stops it)."""
+    from tests.phoenix_screenshot import CHROMIUM
+    from tests.test_readme_team_scale import REPO, SCREENSHOT, shell_env
+
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM} (set CHROMIUM to another binary)")
+    assert SCREENSHOT in shell_blocks("Team scale")
+    env = {**shell_env(), "STREAMTAP_PHOENIX_URL": phoenix.url, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(SCREENSHOT, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    picture = (tmp_path / "docs" / "phoenix-spans.png").read_bytes()
+    assert picture[:8] == b"\x89PNG\r\n\x1a\n" and len(picture) > 10_000
+    assert phoenix.spans("streamtap")  # what it photographed is there
 
 
 def test_spans_in_phoenix_say_what_broke_and_hold_no_content(fake, phoenix, tmp_path):
