@@ -214,6 +214,8 @@ def _otlp(table: object, base: OtlpExport) -> OtlpExport:
         else:
             _expect(where, value, str, "a string")
             values[key] = value
+    if "endpoint" in values and "traces_endpoint" not in values:
+        values["traces_endpoint"] = ""  # this file's base URL beats a full URL from OTEL_*
     return replace(base, **values)
 
 

@@ -55,6 +55,12 @@ def test_the_file_wins_over_env(monkeypatch, tmp_path):
     assert otlp.url == "http://file:4318/v1/traces"
 
 
+def test_the_files_base_url_beats_a_full_url_from_env(monkeypatch, tmp_path):
+    otlp = serve_config(monkeypatch, tmp_path, '[export.otlp]\nendpoint = "http://file:4318"\n',
+                        env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://env:4318/v1/traces"})
+    assert otlp.url == "http://file:4318/v1/traces"
+
+
 def test_otel_sdk_disabled_turns_export_off(monkeypatch, tmp_path):
     assert serve_config(monkeypatch, tmp_path, None, env={
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318", "OTEL_SDK_DISABLED": "true"}).url == ""

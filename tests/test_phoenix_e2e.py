@@ -153,7 +153,7 @@ def test_spans_in_phoenix_say_what_broke_and_hold_no_content(fake, phoenix, tmp_
         started = time.monotonic()
         assert CANARY_OUTPUT in chat(proxy, fake, Scenario(chat_text_stream(3)), session,
                                      "after-phoenix")
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 5.0  # the 10 s export timeout is not in it
         proxy.records(session, 4)
         health = wait_for(lambda: (h := httpx.get(proxy.url() + "/_streamtap/health",
                                                   timeout=5).json())["otlp"]["dropped"] and h,
