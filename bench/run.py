@@ -241,6 +241,18 @@ class Bench:
             self.sink_url = f"http://127.0.0.1:{wait_listening(proc, log, None)}"
         return self.sink_url
 
+    def otlp_done(self, target: Target, records: int, timeout: float = 120.0) -> dict:
+        """The exporter's health once every record was exported or dropped (or at timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{target.port}/_streamtap/health",
+                                        timeout=10) as answer:
+                otlp = json.loads(answer.read())["otlp"]
+            done = otlp["exported"] + otlp["dropped"] + otlp["unmappable"]
+            if done >= records or time.monotonic() > deadline:
+                return otlp
+            time.sleep(0.1)
+
     def skip_reason(self, name: str) -> str | None:
         if name == "nginx" and not self.nginx:
             return "nginx not installed (e.g. `apt-get install -y nginx`)"
@@ -350,6 +362,8 @@ class Bench:
             load0 = os.getloadavg()[0]
             result = self.client(target, spec, pids, label)
             time.sleep(0.3)  # let a recorder's writer thread finish the last records
+            if target.name == "streamtap+otlp":  # count the export's CPU too: wait for it
+                result["otlp"] = self.otlp_done(target, spec["streams"] + WARMUP["streams"])
             wall = time.perf_counter() - t0
             (user1, sys1), up1 = cpu_times(pids), cpu_seconds(up_pids)
             cpu1 = user1 + sys1
@@ -370,10 +384,6 @@ class Bench:
             if pids and result["frames"]:
                 result["proxy_cpu_us_per_frame"] = round(
                     (cpu1 - cpu0) * 1e6 / result["frames"], 2)
-            if target.name == "streamtap+otlp":
-                with urllib.request.urlopen(f"http://127.0.0.1:{target.port}/_streamtap/health",
-                                            timeout=10) as answer:
-                    result["otlp"] = json.loads(answer.read())["otlp"]
             if target.trace_dir is not None:
                 records = list(target.trace_dir.glob("*/*.json"))
                 result["records_written"] = len(records)
