@@ -211,3 +211,12 @@ def test_no_canary_and_nothing_but_the_record_reaches_the_span():
 def test_the_conventions_module_names_its_version():
     assert sc.SEMCONV_VERSION == "1.41.0"
     assert all(name.startswith("gen_ai.") for name in sc.USAGE_ATTRIBUTES.values())
+
+
+def test_an_injected_fault_is_named_on_the_span():
+    record = {**reset_mid_tool_call(), "fault": {"name": "cut-tools", "action": "reset",
+                                                 "at": "event:tool_input_delta:3", "fired": True}}
+    attributes = record_to_span(record).attributes
+    assert (attributes[sc.ST_FAULT_NAME], attributes[sc.ST_FAULT_ACTION],
+            attributes[sc.ST_FAULT_FIRED]) == ("cut-tools", "reset", True)
+    assert sc.ST_FAULT_NAME not in record_to_span(reset_mid_tool_call()).attributes
