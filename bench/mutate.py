@@ -1,0 +1,517 @@
+"""Mutation testing of the modules that decide what a user is told.
+
+    .venv/bin/python bench/mutate.py --module diagnostics/verdict/classify.py [--budget 600]
+
+For each module: every comparison flipped, every constant nudged, every `return X` emptied, every
+`and`/`or` swapped and every `not` dropped, one at a time. The tests are run once under coverage
+with one context per test, so each mutant runs only the tests that reach its statement. A mutant
+lives only in memory, in a forked child that swaps the mutated code object into the imported
+function: the worktree is never written. Equivalent mutants are read from
+`bench/mutation_equivalents.toml` and listed with their reason, not counted.
+
+Why not a maintained tool: mutmut 3 skips decorated functions (every rule of classify.py is
+decorated with `@rule`) and cosmic-ray runs the whole test command for every mutant (no per-test
+selection from coverage), which is hours on this suite.
+
+Limit: tests that drive a proxy *subprocess* cannot see an in-memory mutant, so they are not
+used; a verdict must be pinned by a test that runs the code in the test process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import tempfile
+import importlib
+import inspect
+import io
+import os
+import signal
+import sys
+import time
+import tomllib
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EQUIVALENTS = REPO / "bench" / "mutation_equivalents.toml"
+VERDICT_MODULES = (
+    "diagnostics/verdict/classify.py", "diagnostics/verdict/stream.py",
+    "diagnostics/record/redact.py", "diagnostics/decode/sse.py",
+    "diagnostics/decode/triggers.py", "proxy/faults/rules.py",
+    "diagnostics/dialects/openai_chat.py", "diagnostics/dialects/openai_responses.py",
+    "diagnostics/dialects/anthropic_messages.py", "diagnostics/dialects/gemini.py",
+    "diagnostics/dialects/ollama_ndjson.py",
+)
+# Fixtures (and calls) that mean a test runs the proxy in another process.
+SUBPROCESS_FIXTURES = {"proxy", "fake", "node"}
+SUBPROCESS_MARKS = ("ProxyProcess(", "StreamtapProcess(", "subprocess.", "ReplayProcess(")
+FLIPPED = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
+           ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+           ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+# Boundary flips catch off-by-one rules that the negations above cannot.
+BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+
+
+@dataclass
+class Mutant:
+    index: int  # position of the node in ast.walk order
+    op: str  # compare | boundary | constant | return | boolop | not
+    line: int
+    stmt_lines: tuple[int, int]  # the innermost statement around the node
+    scope: tuple[str, ...]  # qualname parts of the enclosing function or class ("" = module)
+    scope_kind: str  # function | module | class
+    original: str
+    mutated: str
+    status: str = "not run"
+    tests: list[str] = field(default_factory=list)
+    binds: tuple[str, ...] = ()  # names a module or class-level statement assigns
+
+
+def module_name(path: str) -> str:
+    parts = Path(path).with_suffix("").parts
+    return "streamtap." + ".".join(parts)
+
+
+# -- finding mutants ---------------------------------------------------------------------------
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _skipped(node: ast.AST, parents: dict) -> bool:
+    """Docstrings, annotations, default arguments and decorators are not mutated: the first two
+    never run, the last two are evaluated once at import, out of reach of a code swap."""
+    child = node
+    while child in parents:
+        parent = parents[child]
+        if isinstance(parent, ast.Expr) and isinstance(child, ast.Constant):
+            return True
+        if isinstance(parent, (ast.arg, ast.AnnAssign)) and child is parent.annotation:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                child is parent.returns or child in parent.decorator_list):
+            return True
+        if isinstance(parent, ast.ClassDef) and child in parent.decorator_list:
+            return True
+        if isinstance(parent, ast.arguments):
+            return True
+        if isinstance(parent, ast.ClassDef) and isinstance(child, ast.AnnAssign):
+            return True  # a dataclass field default lives in a generated __init__
+        child = parent
+    return False
+
+
+def _where(node: ast.AST, parents: dict) -> tuple[tuple[str, ...], str, tuple[int, int]]:
+    stmt = node
+    while not isinstance(stmt, ast.stmt):
+        stmt = parents[stmt]
+    chain, outer_def = [], None
+    child = node
+    while child in parents:
+        parent = parents[child]
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            chain.append(parent)
+        child = parent
+    chain.reverse()  # outermost first
+    scope: list[str] = []
+    for item in chain:
+        scope.append(item.name)
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outer_def = item
+            break
+    kind = "function" if outer_def else ("class" if scope else "module")
+    return tuple(scope), kind, (stmt.lineno, stmt.end_lineno or stmt.lineno)
+
+
+def _text(node: ast.AST, limit: int = 90) -> str:
+    text = ast.unparse(node).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _variants(node: ast.AST) -> list[tuple[str, callable]]:
+    """(op, apply) pairs for one node; apply mutates the node in place and returns the node
+    whose text shows the change."""
+    out: list[tuple[str, callable]] = []
+    if isinstance(node, ast.Compare):
+        for i, cmp in enumerate(node.ops):
+            for op, table in (("compare", FLIPPED), ("boundary", BOUNDARY)):
+                if type(cmp) in table:
+                    def apply(n, i=i, table=table):
+                        n.ops[i] = table[type(n.ops[i])]()
+                        return n
+                    out.append((op, apply))
+    elif isinstance(node, ast.Constant) and not isinstance(node.value, (bytes, type(None))):
+        value = node.value
+        if isinstance(value, bool):
+            new = not value
+        elif isinstance(value, (int, float)):
+            new = value + 1
+        elif isinstance(value, str):
+            new = "XX" + value + "XX"
+        else:
+            return out
+
+        def apply(n, new=new):
+            n.value = new
+            return n
+        out.append(("constant", apply))
+    elif isinstance(node, ast.Return) and node.value is not None and not (
+            isinstance(node.value, ast.Constant) and node.value.value is None):
+        def apply(n):
+            n.value = None
+            return n
+        out.append(("return", apply))
+    elif isinstance(node, ast.BoolOp):
+        def apply(n):
+            n.op = ast.Or() if isinstance(n.op, ast.And) else ast.And()
+            return n
+        out.append(("boolop", apply))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        out.append(("not", None))  # replaced by its operand in the parent; see _mutate
+    return out
+
+
+def find_mutants(source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    parents = _parents(tree)
+    mutants: list[Mutant] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if _skipped(node, parents):
+            continue
+        for variant, (op, _apply) in enumerate(_variants(node)):
+            scope, kind, lines = _where(node, parents)
+            before = _text(node)
+            copy_tree = ast.parse(source)
+            after = _text(_mutate(copy_tree, index, variant))
+            binds = ()
+            if kind != "function":
+                stmt = next(s for s in ast.walk(tree) if isinstance(s, ast.stmt)
+                            and (s.lineno, s.end_lineno) == lines)
+                binds = tuple(sorted({t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)
+                                      and isinstance(t.ctx, ast.Store)}))
+                if "__slots__" in binds:
+                    continue  # fixed when the class is made; no swap can reach it
+            mutants.append(Mutant(index * 8 + variant, op, node.lineno, lines, scope, kind,
+                                  before, after, binds=binds))
+    return mutants
+
+
+def uses(source: str, names: tuple[str, ...]) -> set[int]:
+    """Lines of the statements that read one of `names` (as a name or an attribute): the lines
+    whose tests see a module or class-level constant, which runs only at import."""
+    tree = ast.parse(source)
+    parents = _parents(tree)
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) else (
+            node.attr if isinstance(node, ast.Attribute) else None)
+        if name in names:
+            stmt = node
+            while not isinstance(stmt, ast.stmt):
+                stmt = parents[stmt]
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            found.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return found
+
+
+def _mutate(tree: ast.Module, key: int, variant: int | None = None) -> ast.AST:
+    """Apply mutant `key` (node index * 8 + variant) to `tree`; return the changed node."""
+    if variant is None:
+        key, variant = divmod(key, 8)
+    node = list(ast.walk(tree))[key]
+    op, apply = _variants(node)[variant]
+    if op == "not":
+        return _drop_not(tree, node)
+    return apply(node)
+
+
+def _drop_not(tree: ast.AST, target: ast.UnaryOp) -> ast.AST:
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if value is target:
+                setattr(parent, name, target.operand)
+                return target.operand
+            if isinstance(value, list) and any(item is target for item in value):
+                value[[id(item) for item in value].index(id(target))] = target.operand
+                return target.operand
+    raise LookupError("`not` without a parent")
+
+
+# -- applying a mutant inside the child ---------------------------------------------------------
+def _live_function(module, scope: tuple[str, ...]):
+    obj = module
+    for name in scope:
+        obj = (vars(obj) if not inspect.ismodule(obj) else obj.__dict__)[name]
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, property):
+            obj = obj.fget
+    return obj
+
+
+def _find_code(code, qualname: str):
+    for const in code.co_consts:
+        if hasattr(const, "co_qualname"):
+            if const.co_qualname == qualname:
+                return const
+            found = _find_code(const, qualname)
+            if found is not None:
+                return found
+    return None
+
+
+def apply_mutant(module, source: str, path: str, mutant: Mutant) -> None:
+    tree = ast.parse(source)
+    _mutate(tree, mutant.index)
+    ast.fix_missing_locations(tree)
+    if mutant.scope_kind == "function":
+        code = compile(tree, str(REPO / path), "exec")
+        new = _find_code(code, ".".join(mutant.scope))
+        _live_function(module, mutant.scope).__code__ = new
+        return
+    # A module or class-level statement: run the mutated statement where it lives.
+    stmt = next(s for s in ast.walk(tree) if isinstance(s, ast.stmt)
+                and (s.lineno, s.end_lineno) == mutant.stmt_lines)
+    target = module.__dict__
+    if mutant.scope_kind == "class":
+        cls = _live_function(module, mutant.scope)
+        namespace = dict(module.__dict__)
+        exec(compile(ast.Module([stmt], []), str(REPO / path), "exec"), namespace)
+        for name in {t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)
+                     and isinstance(t.ctx, ast.Store)}:
+            setattr(cls, name, namespace[name])
+        return
+    exec(compile(ast.Module([stmt], []), str(REPO / path), "exec"), target)
+
+
+# -- which tests reach which line ---------------------------------------------------------------
+class _ContextPlugin:
+    def __init__(self, cov):
+        self.cov = cov
+        self.durations: dict[str, float] = {}
+
+    def pytest_collection_modifyitems(self, config, items):
+        kept, dropped = [], []
+        for item in items:
+            names = set(getattr(item, "fixturenames", ()))
+            try:
+                text = inspect.getsource(item.function)
+            except (AttributeError, OSError, TypeError):
+                text = ""
+            if names & SUBPROCESS_FIXTURES or any(mark in text for mark in SUBPROCESS_MARKS):
+                dropped.append(item)
+            else:
+                kept.append(item)
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+    def pytest_runtest_setup(self, item):
+        self.cov.switch_context(item.nodeid)
+
+    def pytest_runtest_logreport(self, report):
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+
+
+def map_tests(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, set[str]]],
+                                                             dict[str, float], int]:
+    """The line map, from a cache in the temp dir while no test or module file changed."""
+    digest = hashlib.sha256(json.dumps([paths, tests]).encode())
+    for file in sorted(REPO.glob("tests/**/*.py")) + [REPO / p for p in paths]:
+        digest.update(file.read_bytes())
+    cache = Path(tempfile.gettempdir()) / f"streamtap-mutate-{digest.hexdigest()[:16]}.json"
+    if cache.exists():
+        data = json.loads(cache.read_text())
+        lines = {path: {int(n): set(ids) for n, ids in by_line.items()}
+                 for path, by_line in data["lines"].items()}
+        return lines, data["durations"], 0
+    lines, durations, code = _run_map(paths, tests)
+    if code == 0:
+        cache.write_text(json.dumps({"lines": {p: {n: sorted(ids) for n, ids in by.items()}
+                                               for p, by in lines.items()},
+                                     "durations": durations}))
+    return lines, durations, code
+
+
+def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, set[str]]],
+                                                          dict[str, float], int]:
+    """Run the in-process tests once; per file, line -> node ids of the tests that ran it."""
+    import coverage
+    import pytest
+
+    files = [str(REPO / path) for path in paths]
+    cov = coverage.Coverage(data_file=None, include=files, branch=False)
+    plugin = _ContextPlugin(cov)
+    cov.start()
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+                           plugins=[plugin])
+    cov.stop()
+    data = cov.get_data()
+    lines: dict[str, dict[int, set[str]]] = {}
+    for path, real in zip(paths, files):
+        by_line = data.contexts_by_lineno(real)
+        lines[path] = {line: {c for c in ctx if c} for line, ctx in by_line.items()}
+    return lines, plugin.durations, code
+
+
+# -- running ------------------------------------------------------------------------------------
+def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> str:
+    pid = os.fork()
+    if pid == 0:  # the child: mutate in memory, run the tests, report through the exit code
+        code = 3
+        try:
+            os.setpgid(0, 0)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            import pytest
+            from hypothesis import settings
+            # Fewer examples: a mutant that a property catches is usually caught early.
+            settings.register_profile("mutate", max_examples=20, deadline=None)
+            settings.load_profile("mutate")
+            module = importlib.import_module(module_name(module_path))
+            try:
+                apply_mutant(module, source, module_path, mutant)
+            except Exception:
+                os._exit(1)  # the mutant does not even load: any test would fail
+            code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                                *mutant.tests])
+        finally:
+            os._exit(int(code))
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return {0: "survived", 1: "killed"}.get(code, f"error ({code})")
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return "timed out"
+        time.sleep(0.01)
+
+
+def load_equivalents() -> list[dict]:
+    if not EQUIVALENTS.exists():
+        return []
+    return tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", [])
+
+
+def equivalent_reason(path: str, mutant: Mutant, equivalents: list[dict]) -> str | None:
+    for entry in equivalents:
+        if (entry.get("file") == path and entry.get("original") == mutant.original
+                and entry.get("mutant") == mutant.mutated
+                and entry.get("scope", ".".join(mutant.scope)) == ".".join(mutant.scope)):
+            return entry["reason"]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", action="append", metavar="PATH",
+                        help="a module to mutate, as a repository path (repeatable; default: "
+                             "every verdict module)")
+    parser.add_argument("--tests", nargs="*", default=["tests"],
+                        help="test paths to map and run (default: tests)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="PATH",
+                        help="test paths to leave out (repeatable), e.g. to measure a before")
+    parser.add_argument("--budget", type=float, default=0,
+                        help="seconds after which no new mutant starts (0 = no limit); the "
+                             "rest are reported as not run")
+    parser.add_argument("--timeout-factor", type=float, default=3.0,
+                        help="a mutant times out after this many times its tests' normal "
+                             "duration, plus 5 s")
+    parser.add_argument("--max-tests", type=int, default=0,
+                        help="run at most the N fastest tests that reach a mutant (0 = all)")
+    parser.add_argument("--list", action="store_true", help="only list the mutants")
+    args = parser.parse_args(argv)
+    os.chdir(REPO)
+    sys.path.insert(0, str(REPO))
+    os.nice(10)  # the machine is shared: mutants wait for everyone else
+    paths = args.module or list(VERDICT_MODULES)
+    for path in paths:
+        if not (REPO / path).is_file():
+            parser.error(f"no module {path}; give a path like diagnostics/verdict/classify.py")
+    sources = {path: (REPO / path).read_text() for path in paths}
+    found = {path: sorted(find_mutants(sources[path]), key=lambda m: (m.line, m.index))
+             for path in paths}
+    if args.list:
+        for path, mutants in found.items():
+            for m in mutants:
+                print(f"{path}:{m.line}: [{m.op}] {m.original} -> {m.mutated}")
+        return 0
+    started = time.monotonic()
+    tests = args.tests + [f"--ignore={path}" for path in args.ignore]
+    lines, durations, code = map_tests(paths, tests)
+    if code not in (0, 5):
+        print(f"the unmutated tests fail (pytest exit {code}): fix them first", file=sys.stderr)
+        return 2
+    slowest = sorted(durations.items(), key=lambda item: -item[1])[:5]
+    print(f"mapped {len(durations)} tests to lines in {time.monotonic() - started:.0f} s; "
+          f"slowest: " + ", ".join(f"{name} {secs:.1f} s" for name, secs in slowest))
+    equivalents = load_equivalents()
+    totals = {"killed": 0, "survived": 0, "timed out": 0, "error": 0, "not run": 0,
+              "equivalent": 0}
+    rows, report = [], []
+    for path in paths:
+        counts = dict.fromkeys(totals, 0)
+        for mutant in found[path]:
+            reason = equivalent_reason(path, mutant, equivalents)
+            if reason is not None:
+                mutant.status = "equivalent"
+                report.append(f"  equivalent {path}:{mutant.line}: {mutant.original} -> "
+                              f"{mutant.mutated}  ({reason})")
+            else:
+                first, last = mutant.stmt_lines
+                reach = set(range(first, last + 1))
+                if mutant.binds:
+                    reach |= uses(sources[path], mutant.binds)
+                tests = set().union(*(lines[path].get(n, set()) for n in reach))
+                # Fastest first: with -x, a mutant is usually killed by a quick unit test.
+                mutant.tests = sorted(tests, key=lambda t: (durations.get(t, 1.0), t))
+                if args.max_tests:
+                    mutant.tests = mutant.tests[:args.max_tests]
+                if not tests:
+                    mutant.status = "survived"
+                elif args.budget and time.monotonic() - started > args.budget:
+                    mutant.status = "not run"
+                else:
+                    timeout = 5 + args.timeout_factor * sum(durations.get(t, 1.0)
+                                                            for t in tests)
+                    mutant.status = run_child(path, sources[path], mutant, timeout)
+            status = "error" if mutant.status.startswith("error") else mutant.status
+            counts[status] += 1
+            if mutant.status in ("survived", "timed out") or status == "error":
+                why = "" if mutant.tests else "  (no test reaches it)"
+                report.append(f"  {mutant.status} {path}:{mutant.line}: {mutant.original} -> "
+                              f"{mutant.mutated}{why}")
+        for key in totals:
+            totals[key] += counts[key]
+        rows.append((path, counts))
+    print("\n".join(report))
+    print(f"{'module':44} {'killed':>7} {'survived':>9} {'timeout':>8} {'error':>6} "
+          f"{'equiv':>6} {'not run':>8} {'killed%':>8}")
+    for path, c in rows:
+        print(f"{path:44} {c['killed']:7} {c['survived']:9} {c['timed out']:8} {c['error']:6} "
+              f"{c['equivalent']:6} {c['not run']:8} {_percent(c):>8}")
+    judged = sum(totals[k] for k in ("killed", "survived", "timed out", "error"))
+    print(f"mutation: {totals['killed']}/{judged} killed ({_percent(totals)}) in "
+          f"{time.monotonic() - started:.0f} s; {totals['equivalent']} equivalent, "
+          f"{totals['not run']} not run")
+    return 0
+
+
+def _percent(counts: dict) -> str:
+    judged = sum(counts[k] for k in ("killed", "survived", "timed out", "error"))
+    return f"{100 * counts['killed'] / judged:.0f}%" if judged else "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
