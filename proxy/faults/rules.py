@@ -170,6 +170,10 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
     for key in ("type", "message", "retry_after"):
         if key in values and values[key] is not None and not isinstance(values[key], str):
             raise FaultError(key, f"expected a string, got {values[key]!r}")
+    # `code` goes into the injected error frame as is: a table or a list there is no provider's.
+    code = values.get("code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, (str, int))):
+        raise FaultError("code", f"expected a string or a whole number, got {code!r}")
     return FaultRule(**values, source=source)
 
 
