@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streamtap.diagnostics.dialects import choose_dialect, dialect_class
 from streamtap.diagnostics.dialects.anthropic_messages import AnthropicMessages
-from tests.support import FIXTURES, comparable, fixture, record_stream
+from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "anthropic-messages"
 PATH = "/v1/messages"
@@ -267,3 +267,36 @@ def test_bytewise_feeding_gives_the_same_record(name):
 @given(sizes=st.lists(st.integers(1, 64), max_size=120))
 def test_any_chunking_gives_the_same_record(name, sizes):
     assert comparable(run(name, chunks=sizes)) == comparable(run(name))
+
+
+# -- citations and MCP tool blocks (citations_and_mcp_tool.sse) ---------------------------------
+# frames: 0 message_start, 1 text block start, 2 text delta, 3 citations_delta, 4 text delta,
+# 5 stop, 6 mcp_tool_use start, 7 empty input delta, 8-9 input deltas, 10 stop,
+# 11-12 mcp_tool_result block, 13 message_delta, 14 message_stop.
+def test_citations_and_mcp_tool_blocks():
+    record = run("citations_and_mcp_tool.sse")
+    stream = record["stream"]
+    assert record["outcome"]["summary"] == ("The anthropic stream completed normally: terminal "
+                                            "`message_stop` after 15 frames.")
+    # One kind per frame: a citation is meta, not progress; the tool result is the provider's.
+    assert kinds(record) == ["meta", "meta", "text_delta", "meta", "text_delta", "text_end",
+                             "tool_input_start", "meta", "tool_input_delta", "tool_input_delta",
+                             "tool_call", "meta", "meta", "finish", "meta"]
+    assert stream["event_counts"]["text_start"] == 1
+    # `echo` was not among the request's tools, so its name is not kept (it could be words).
+    assert stream["tool_calls"] == [{"index": 1, "name": None, "started_ms": 2.0,
+                                     "arg_chunks": 2, "arg_bytes": 27, "completed": True}]
+    assert (stream["unknown_types"], stream["finish_reason"]) == ([], "end_turn")
+    assert stream["delta_keys"] == ["text", "partial_json"]
+    assert stream["usage"] == {"input": 610, "output": 42, "cache_read": 0, "cache_write": 0}
+
+
+def test_cut_after_a_citation_and_inside_an_mcp_call():
+    data = fixture(DIALECT, "citations_and_mcp_tool.sse")
+    record = run(first_frames(data, 4), upstream="truncated")
+    assert outcome(record) == ("transport", "text")
+    record = run(first_frames(data, 9), upstream="reset")
+    assert outcome(record) == ("transport", "tool_input")
+    assert record["outcome"]["summary"] == (
+        "The connection to anthropic was reset while the model was still writing the arguments "
+        "of tool call #1 (1 chunks); the call never completed, so no tool ran.")
