@@ -342,6 +342,7 @@ def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, se
     import coverage
     import pytest
 
+    _few_examples()
     files = [str(REPO / path) for path in paths]
     cov = coverage.Coverage(data_file=None, include=files, branch=False)
     plugin = _ContextPlugin(cov)
@@ -358,6 +359,14 @@ def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, se
     return lines, plugin.durations, code
 
 
+def _few_examples() -> None:
+    """Property tests draw 20 examples here, not 100: a mutant a property catches is caught
+    early, and the map is a list of lines, not a proof."""
+    from hypothesis import settings
+    settings.register_profile("mutate", max_examples=20, deadline=None)
+    settings.load_profile("mutate")
+
+
 # -- running ------------------------------------------------------------------------------------
 def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> str:
     pid = os.fork()
@@ -369,10 +378,6 @@ def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> 
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
             import pytest
-            from hypothesis import settings
-            # Fewer examples: a mutant that a property catches is usually caught early.
-            settings.register_profile("mutate", max_examples=20, deadline=None)
-            settings.load_profile("mutate")
             module = importlib.import_module(module_name(module_path))
             try:
                 apply_mutant(module, source, module_path, mutant)
@@ -459,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     equivalents = load_equivalents()
     totals = {"killed": 0, "survived": 0, "timed out": 0, "error": 0, "not run": 0,
               "equivalent": 0}
-    rows, report = [], []
+    rows, report, done = [], [], 0
     for path in paths:
         counts = dict.fromkeys(totals, 0)
         for mutant in found[path]:
@@ -486,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
                     timeout = 5 + args.timeout_factor * sum(durations.get(t, 1.0)
                                                             for t in tests)
                     mutant.status = run_child(path, sources[path], mutant, timeout)
+                    done += 1
+                    if done % 50 == 0:
+                        print(f"  ... {done} mutants run, {time.monotonic() - started:.0f} s",
+                              file=sys.stderr, flush=True)
             status = "error" if mutant.status.startswith("error") else mutant.status
             counts[status] += 1
             if mutant.status in ("survived", "timed out") or status == "error":

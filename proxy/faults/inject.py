@@ -166,8 +166,9 @@ class FaultRun:
                 continue
             self._fire(scanner.frames_before)
             head = bytes(pending[:cut - delivered])
-            skip_to = scanner.skip_to if scanner.skip_to is not None else cut
-            rest = bytes(pending[skip_to - delivered:])
+            # A slowing fault delivers everything from the cut on, the terminal frame included
+            # (only drop_terminal leaves it out, and it ends the stream in _act).
+            rest = bytes(pending[cut - delivered:])
             if self.rule.action in ("delay", "throttle"):
                 await ex.deliver(response, head)
                 if self.slows_every_chunk:
