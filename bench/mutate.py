@@ -344,7 +344,8 @@ def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, se
 
     _few_examples()
     files = [str(REPO / path) for path in paths]
-    cov = coverage.Coverage(data_file=None, include=files, branch=False)
+    # config_file=False: the suite's own settings (source, subprocess patch) are not for the map.
+    cov = coverage.Coverage(data_file=None, include=files, branch=False, config_file=False)
     plugin = _ContextPlugin(cov)
     cov.start()
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
@@ -374,6 +375,8 @@ def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> 
         code = 3
         try:
             os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
@@ -432,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                              "rest are reported as not run")
     parser.add_argument("--timeout-factor", type=float, default=3.0,
                         help="a mutant times out after this many times its tests' normal "
-                             "duration, plus 5 s")
+                             "duration, plus 20 s (a loaded machine is slow to start pytest)")
     parser.add_argument("--max-tests", type=int, default=0,
                         help="run at most the N fastest tests that reach a mutant (0 = all)")
     parser.add_argument("--list", action="store_true", help="only list the mutants")
@@ -458,13 +461,15 @@ def main(argv: list[str] | None = None) -> int:
     if code not in (0, 5):
         print(f"the unmutated tests fail (pytest exit {code}): fix them first", file=sys.stderr)
         return 2
-    slowest = sorted(durations.items(), key=lambda item: -item[1])[:5]
-    print(f"mapped {len(durations)} tests to lines in {time.monotonic() - started:.0f} s; "
-          f"slowest: " + ", ".join(f"{name} {secs:.1f} s" for name, secs in slowest))
+    print(f"mapped {len(durations)} tests to lines in {time.monotonic() - started:.0f} s")
+    mutating = time.monotonic()  # the budget is for mutants, not for the map
     equivalents = load_equivalents()
     totals = {"killed": 0, "survived": 0, "timed out": 0, "error": 0, "not run": 0,
               "equivalent": 0}
     rows, report, done = [], [], 0
+    stop = []  # set on Ctrl-C or SIGTERM: the rest is "not run", the table is still printed
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     for path in paths:
         counts = dict.fromkeys(totals, 0)
         for mutant in found[path]:
@@ -485,10 +490,10 @@ def main(argv: list[str] | None = None) -> int:
                     mutant.tests = mutant.tests[:args.max_tests]
                 if not tests:
                     mutant.status = "survived"
-                elif args.budget and time.monotonic() - started > args.budget:
+                elif stop or (args.budget and time.monotonic() - mutating > args.budget):
                     mutant.status = "not run"
                 else:
-                    timeout = 5 + args.timeout_factor * sum(durations.get(t, 1.0)
+                    timeout = 20 + args.timeout_factor * sum(durations.get(t, 1.0)
                                                             for t in tests)
                     mutant.status = run_child(path, sources[path], mutant, timeout)
                     done += 1
