@@ -201,6 +201,12 @@ ROWS = {
         verdict("provider_error", "before_response", "high", ["http_503", "insufficient_quota"],
                 False, "openai answered HTTP 503 (insufficient_quota) before the stream started."
                 " Retrying will not help as is.")),
+    "a final error code outranks a retryable type and status": (
+        facts(**OPEN, status=503, frame_count=0,
+              error={"error_type": "server_error", "error_code": "insufficient_quota"}),
+        verdict("provider_error", "before_response", "high", ["http_503", "server_error"],
+                False, "openai answered HTTP 503 (server_error) before the stream started."
+                " Retrying will not help as is.")),
     # -- error_inside_stream -------------------------------------------------------------------
     "anthropic overloaded error event": (
         facts(**OPEN, provider="anthropic", phase="text",
@@ -278,6 +284,11 @@ ROWS = {
     # -- no_dialect_to_judge -------------------------------------------------------------------
     "json body without a terminal": (
         facts(**OPEN, dialect="json", dialect_has_terminal=False, frame_count=0),
+        verdict("none", "complete", "low", ["clean_close", "no_terminal_known"], None,
+                "The openai response ended cleanly; streamtap has no dialect that tells a "
+                "complete json body from a short one.")),
+    "a json body cannot be judged even if its dialect has terminal names": (
+        facts(**OPEN, dialect="json", dialect_has_terminal=True, frame_count=0),
         verdict("none", "complete", "low", ["clean_close", "no_terminal_known"], None,
                 "The openai response ended cleanly; streamtap has no dialect that tells a "
                 "complete json body from a short one.")),

@@ -14,63 +14,109 @@ from streamtap.proxy.faults.rules import (
     FaultBook, FaultError, FaultRule, parse_fault_header, rule_from_mapping)
 
 
+ACTIONS_TEXT = "reset, truncate, close, drop_terminal, stall, error_chunk, http_error, delay, throttle"
+KEYS_TEXT = ("name, action, at, match, probability, seed, times, status, retry_after, style, "
+             "type, code, message, duration_ms, then, latency_ms, jitter_ms, per_frame, "
+             "bytes_per_s, mid_frame")
+TRIGGERS_TEXT = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "
+                 "bytes:<n>, ms:<n>")
+
+
 def rejected(data: dict, source: str = "api") -> FaultError:
     with pytest.raises(FaultError) as caught:
         rule_from_mapping(data, source)
     return caught.value
 
 
-@pytest.mark.parametrize("data, field, words", [
-    ("reset", "rule", "expected a table/object of rule keys"),
-    ({"action": "reset", "acton": "x"}, "acton", "unknown key; did you mean `action`?"),
-    ({"action": "reset", "zzz": 1}, "zzz", "unknown key; keys: name, action, at, match"),
-    ({}, "action", "expected one of reset, truncate, close, drop_terminal, stall, error_chunk, "
-                   "http_error, delay, throttle, got None"),
-    ({"action": "rest"}, "action", "got 'rest' (did you mean `reset`?)"),
-    ({"action": "reset", "name": "a b"}, "name", "use letters, digits, `_`, `.` or `-`"),
-    ({"action": "reset", "name": "n" * 65}, "name", "use letters"),
-    ({"action": "reset", "name": 5}, "name", "(got 5)"),
-    ({"action": "reset", "at": 5}, "at", "expected a trigger string, got 5"),
-    ({"action": "reset", "at": "soon"}, "at", "unknown trigger `soon`"),
-    ({"action": "http_error", "at": "headers"}, "at", "so it fires at `request`"),
-    ({"action": "drop_terminal", "at": "first_progress"}, "at", "so it fires at `terminal`"),
-    ({"action": "reset", "match": "gpt-*"}, "match", "expected a table of KEY = GLOB"),
+@pytest.mark.parametrize("data, field, message", [
+    ("reset", "rule",
+     "expected a table/object of rule keys"),
+    ({"action": "reset", "acton": "x"}, "acton",
+     "unknown key; did you mean `action`?"),
+    ({"action": "reset", "zzz": 1}, "zzz",
+     f"unknown key; keys: {KEYS_TEXT}"),
+    ({}, "action",
+     f"expected one of {ACTIONS_TEXT}, got None"),
+    ({"action": "rest"}, "action",
+     f"expected one of {ACTIONS_TEXT}, got 'rest' (did you mean `reset`?)"),
+    ({"action": "reset", "name": "a b"}, "name",
+     "use letters, digits, `_`, `.` or `-` (got 'a b')"),
+    ({"action": "reset", "name": "n" * 65}, "name",
+     "use letters, digits, `_`, `.` or `-` (got '" + "n" * 65 + "')"),
+    ({"action": "reset", "name": 5}, "name",
+     "use letters, digits, `_`, `.` or `-` (got 5)"),
+    ({"action": "reset", "at": 5}, "at",
+     "expected a trigger string, got 5"),
+    ({"action": "reset", "at": "soon"}, "at",
+     f"unknown trigger `soon`; expected one of {TRIGGERS_TEXT}"),
+    ({"action": "http_error", "at": "headers"}, "at",
+     "http_error answers instead of the upstream, so it fires at `request`"),
+    ({"action": "drop_terminal", "at": "first_progress"}, "at",
+     "drop_terminal removes the terminal event, so it fires at `terminal`"),
+    ({"action": "reset", "match": "gpt-*"}, "match",
+     "expected a table of KEY = GLOB"),
     ({"action": "reset", "match": {"user": "x"}}, "match.user",
      "match keys are route, path, model, session"),
-    ({"action": "reset", "match": {"model": 4}}, "match.model", "expected a glob string, got 4"),
+    ({"action": "reset", "match": {"model": 4}}, "match.model",
+     "expected a glob string, got 4"),
     ({"action": "reset", "probability": "often"}, "probability",
      "expected a number from 0 to 1, got 'often'"),
-    ({"action": "reset", "probability": None}, "probability", "got None"),
-    ({"action": "reset", "probability": 1.01}, "probability", "got 1.01"),
-    ({"action": "reset", "probability": -0.01}, "probability", "got -0.01"),
-    ({"action": "reset", "seed": "x"}, "seed", "expected a whole number >= 0, got 'x'"),
-    ({"action": "reset", "seed": -1}, "seed", "got -1"),
-    ({"action": "reset", "times": True}, "times", "got True"),
-    ({"action": "reset", "times": 1.5}, "times", "got 1.5"),
-    ({"action": "stall", "duration_ms": "-5"}, "duration_ms", "got -5"),
-    ({"action": "delay", "latency_ms": "5ms"}, "latency_ms", "got '5ms'"),
-    ({"action": "delay", "jitter_ms": -1}, "jitter_ms", "got -1"),
-    ({"action": "delay", "per_frame": "sometimes"}, "per_frame", "expected true or false"),
-    ({"action": "reset", "mid_frame": 1}, "mid_frame", "expected true or false, got 1"),
-    ({"action": "http_error", "status": 399}, "status", "expected an HTTP error status 400..599"),
-    ({"action": "http_error", "status": 600}, "status", "got 600"),
-    ({"action": "error_chunk", "style": "Wrapped"}, "style", "expected `event`"),
-    ({"action": "error_chunk", "style": None}, "style", "or `wrapped`"),
-    ({"action": "stall", "then": "truncate"}, "then", "a stall ends with `close` or `reset`"),
-    ({"action": "stall", "then": ["close"]}, "then", "`close` or `reset`"),
-    ({"action": "throttle"}, "bytes_per_s", "throttle needs bytes_per_s > 0"),
-    ({"action": "throttle", "bytes_per_s": "0"}, "bytes_per_s", "needs bytes_per_s > 0"),
-    ({"action": "throttle", "bytes_per_s": -10}, "bytes_per_s", "got -10"),
-    ({"action": "error_chunk", "type": 5}, "type", "expected a string, got 5"),
-    ({"action": "error_chunk", "message": ["m"]}, "message", "got ['m']"),
-    ({"action": "http_error", "retry_after": 5}, "retry_after", "got 5"),
-    ({"action": "error_chunk", "code": ["x"]}, "code", "expected a string or a whole number"),
-    ({"action": "error_chunk", "code": True}, "code", "got True"),
+    ({"action": "reset", "probability": None}, "probability",
+     "expected a number from 0 to 1, got None"),
+    ({"action": "reset", "probability": 1.01}, "probability",
+     "expected a number from 0 to 1, got 1.01"),
+    ({"action": "reset", "probability": -0.01}, "probability",
+     "expected a number from 0 to 1, got -0.01"),
+    ({"action": "reset", "seed": "x"}, "seed",
+     "expected a whole number >= 0, got 'x'"),
+    ({"action": "reset", "seed": -1}, "seed",
+     "expected a whole number >= 0, got -1"),
+    ({"action": "reset", "times": True}, "times",
+     "expected a whole number >= 0, got True"),
+    ({"action": "reset", "times": 1.5}, "times",
+     "expected a whole number >= 0, got 1.5"),
+    ({"action": "stall", "duration_ms": "-5"}, "duration_ms",
+     "expected a whole number >= 0, got -5"),
+    ({"action": "delay", "latency_ms": "5ms"}, "latency_ms",
+     "expected a whole number >= 0, got '5ms'"),
+    ({"action": "delay", "jitter_ms": -1}, "jitter_ms",
+     "expected a whole number >= 0, got -1"),
+    ({"action": "delay", "per_frame": "sometimes"}, "per_frame",
+     "expected true or false, got 'sometimes'"),
+    ({"action": "reset", "mid_frame": 1}, "mid_frame",
+     "expected true or false, got 1"),
+    ({"action": "http_error", "status": 399}, "status",
+     "expected an HTTP error status 400..599, got 399"),
+    ({"action": "http_error", "status": 600}, "status",
+     "expected an HTTP error status 400..599, got 600"),
+    ({"action": "error_chunk", "style": "Wrapped"}, "style",
+     "expected `event` (the dialect's own error) or `wrapped`"),
+    ({"action": "error_chunk", "style": None}, "style",
+     "expected `event` (the dialect's own error) or `wrapped`"),
+    ({"action": "stall", "then": "truncate"}, "then",
+     "a stall ends with `close` or `reset`"),
+    ({"action": "stall", "then": ["close"]}, "then",
+     "a stall ends with `close` or `reset`"),
+    ({"action": "throttle"}, "bytes_per_s",
+     "throttle needs bytes_per_s > 0"),
+    ({"action": "throttle", "bytes_per_s": "0"}, "bytes_per_s",
+     "throttle needs bytes_per_s > 0"),
+    ({"action": "throttle", "bytes_per_s": -10}, "bytes_per_s",
+     "expected a whole number >= 0, got -10"),
+    ({"action": "error_chunk", "type": 5}, "type",
+     "expected a string, got 5"),
+    ({"action": "error_chunk", "message": ["m"]}, "message",
+     "expected a string, got ['m']"),
+    ({"action": "http_error", "retry_after": 5}, "retry_after",
+     "expected a string, got 5"),
+    ({"action": "error_chunk", "code": ["x"]}, "code",
+     "expected a string or a whole number, got ['x']"),
+    ({"action": "error_chunk", "code": True}, "code",
+     "expected a string or a whole number, got True"),
 ])
-def test_each_bad_rule_is_rejected_naming_its_field(data, field, words):
+def test_each_bad_rule_is_rejected_naming_its_field(data, field, message):
     error = rejected(data)
-    assert error.field == field
-    assert words in error.message
+    assert (error.field, error.message) == (field, message)
     assert str(error) == f"fault rule `{field}`: {error.message}"
 
 
@@ -143,17 +189,31 @@ def test_fault_header():
     assert parse_fault_header("close").times == 1
 
 
-@pytest.mark.parametrize("value, field, words", [
+@pytest.mark.parametrize("value, field, message", [
     ("", "x-streamtap-fault", "empty; expected `ACTION; key=value; ...`"),
-    (" ; ", "x-streamtap-fault", "empty"),
+    (" ; ", "x-streamtap-fault", "empty; expected `ACTION; key=value; ...`"),
     ("reset; at", "at", "expected key=value"),
-    ("reset; match.colour=red", "match.colour", "match keys are"),
-    ("explode", "action", "expected one of"),
+    ("reset; match.colour=red", "match.colour", "match keys are route, path, model, session"),
+    ("explode", "action", f"expected one of {ACTIONS_TEXT}, got 'explode'"),
 ])
-def test_bad_fault_headers(value, field, words):
+def test_bad_fault_headers(value, field, message):
     with pytest.raises(FaultError) as caught:
         parse_fault_header(value)
-    assert caught.value.field == field and words in caught.value.message
+    assert (caught.value.field, caught.value.message) == (field, message)
+
+
+@pytest.mark.parametrize("key", ["source", "chosen"])
+def test_bookkeeping_fields_are_not_rule_keys(key):
+    error = rejected({"action": "reset", key: "x"})
+    assert (error.field, error.message.split(";")[0]) == (key, "unknown key")
+
+
+def test_numbers_and_endings_given_as_text():
+    rule = rule_from_mapping({"action": "http_error", "status": "503"}, "api")
+    assert rule.status == 503
+    stall = rule_from_mapping({"action": "stall", "then": "reset", "duration_ms": "250"}, "api")
+    assert (stall.then, stall.duration_ms) == ("reset", 250)
+    assert stall.trigger == parse_trigger("first_progress")
 
 
 # -- the book: which rule a request gets ---------------------------------------------------------
@@ -233,6 +293,9 @@ def test_probability_zero_never_fires_and_one_always_does():
 
 def test_add_replaces_by_name_and_clear_counts():
     book = FaultBook([rule("x", "config")])
+    armed = rule("z", "api")
+    assert book.add(armed) is armed
+    assert book.remove("z") is True
     book.add(rule("x", "api", at="terminal"))
     assert [(item["name"], item["at"]) for item in book.listing()] == [("x", "terminal")]
     book.add(rule("y", "api"))
