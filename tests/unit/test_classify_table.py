@@ -365,6 +365,7 @@ def test_every_rule_of_the_table_has_a_row():
     ("event:text_delta:22", "after the 22nd text_delta"),
     ("event:text_delta:101", "after the 101st text_delta"),
     ("event:text_delta:111", "after the 111th text_delta"),
+    ("event:text_delta:211", "after the 211th text_delta"),  # a teen of any hundred
     ("event:text_delta:x", "at `event:text_delta:x`"),
     ("event:text_delta", "at `event:text_delta`"),
     ("events:3", "after 3 frames"),

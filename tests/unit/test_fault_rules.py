@@ -133,6 +133,11 @@ def test_a_valid_rule_is_normalized():
     assert rule_from_mapping({"action": "error_chunk", "code": "E1"}, "api").code == "E1"
 
 
+@pytest.mark.parametrize("value", [True, False])
+def test_booleans_pass_as_they_are(value):
+    assert rule_from_mapping({"action": "reset", "mid_frame": value}, "api").mid_frame is value
+
+
 @pytest.mark.parametrize("text", ["true", "TRUE", "1", "yes"])
 def test_true_words(text):
     assert rule_from_mapping({"action": "reset", "mid_frame": text}, "api").mid_frame is True
@@ -252,6 +257,8 @@ def test_two_armed_rules_combine_by_match():
 def test_a_rule_that_matches_no_model_needs_a_pattern_that_matches_empty():
     book = FaultBook([rule("any", "config", match={"model": "*"})])
     assert choose(book, model=None) == "any"
+    some = FaultBook([rule("some", "config", match={"model": "?*"})])
+    assert choose(some, model=None) is None and choose(some, model="m") == "some"
 
 
 def test_times_above_one_then_the_next_rule():
