@@ -5,6 +5,7 @@ statement run again where it lives)."""
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,11 +143,10 @@ def find_mutants(source: str) -> list[Mutant]:
     for index, node in enumerate(ast.walk(tree)):
         if _skipped(node, parents):
             continue
-        for variant, (op, _apply) in enumerate(_variants(node)):
+        for variant, (op, apply) in enumerate(_variants(node)):
             scope, kind, lines = _where(node, parents)
             before = _text(node)
-            copy_tree = ast.parse(source)
-            after = _text(_mutate(copy_tree, index, variant))
+            after = _text(node.operand if op == "not" else apply(copy.deepcopy(node)))
             binds = ()
             if kind != "function":
                 stmt = next(s for s in ast.walk(tree) if isinstance(s, ast.stmt)

@@ -45,9 +45,11 @@ def test_every_listed_equivalent_mutant_exists_and_says_why():
     finally:
         sys.path.pop(0)
     entries = tomllib.loads((REPO / "bench" / "mutation_equivalents.toml").read_text())
+    mutants = {}
     for entry in entries.get("equivalent", []):
-        source = (REPO / entry["file"]).read_text()
-        found = [m for m in mutate.find_mutants(source)
+        if entry["file"] not in mutants:
+            mutants[entry["file"]] = mutate.find_mutants((REPO / entry["file"]).read_text())
+        found = [m for m in mutants[entry["file"]]
                  if (m.original, m.mutated) == (entry["original"], entry["mutant"])
                  and ".".join(m.scope) == entry.get("scope", ".".join(m.scope))]
         assert found, f"no such mutant any more: {entry}"
