@@ -4,8 +4,8 @@ pass-through, nginx and mitmproxy, in one run.
     python bench/run.py [--quick] [--out bench/results/latest.json] [--only streamtap,nginx]
 
 Starts the paced fake SSE upstream (bench/upstream.py), then for each row (direct, naive,
-streamtap, nginx, mitmproxy) and each workload starts a fresh proxy, warms it up, and runs the
-load generator (bench/client.py) in its own process:
+streamtap, streamtap+otlp, nginx, mitmproxy) and each workload starts a fresh proxy, warms it up,
+and runs the load generator (bench/client.py) in its own process:
 
   (a) 200 concurrent streams x 200 frames of ~300 bytes at 50 frames/s each
   (b) one unpaced stream of 100,000 frames of ~300 bytes
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,7 +58,7 @@ QUICK = {
     "d": dict(streams=1, frames=100_000, rate=0, size=100, rss="long"),
 }
 WARMUP = dict(streams=2, frames=20, rate=0, size=300)
-ROWS = ("direct", "naive", "streamtap", "nginx", "mitmproxy")
+ROWS = ("direct", "naive", "streamtap", "streamtap+otlp", "nginx", "mitmproxy")
 
 
 class Stop(Exception):
@@ -219,6 +220,7 @@ class Bench:
             mitm = "/tmp/mitmvenv/bin/mitmdump"
         self.mitmdump = mitm
         self.counter = 0
+        self.sink_url = ""
 
     def log(self, name: str) -> Path:
         self.counter += 1
@@ -230,13 +232,39 @@ class Bench:
         self.upstream_port = wait_listening(proc, log, None)
         self.upstream_pid = proc.pid
 
+    def otlp_sink(self) -> str:
+        """bench/otlp_bench.py's discarding OTLP receiver, started once, in its own process (so
+        its CPU is not counted as the proxy's)."""
+        if not self.sink_url:
+            log = self.log("otlp-sink")
+            proc = self.procs.start([self.python, str(BENCH / "otlp_bench.py"), "--sink"], log)
+            self.sink_url = f"http://127.0.0.1:{wait_listening(proc, log, None)}"
+        return self.sink_url
+
+    def otlp_done(self, target: Target, records: int, timeout: float = 120.0) -> dict:
+        """The exporter's health once every record was exported or dropped (or at timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{target.port}/_streamtap/health",
+                                        timeout=10) as answer:
+                otlp = json.loads(answer.read())["otlp"]
+            done = otlp["exported"] + otlp["dropped"] + otlp["unmappable"]
+            if done >= records or time.monotonic() > deadline:
+                return otlp
+            time.sleep(0.1)
+
     def skip_reason(self, name: str) -> str | None:
         if name == "nginx" and not self.nginx:
             return "nginx not installed (e.g. `apt-get install -y nginx`)"
         if name == "mitmproxy" and not self.mitmdump:
             return ("mitmdump not found (e.g. `python3 -m venv /tmp/mitmvenv && "
                     "/tmp/mitmvenv/bin/pip install mitmproxy`, or pass --mitmdump PATH)")
-        if name == "streamtap":
+        if name == "streamtap+otlp":
+            probe = subprocess.run([self.python, "-c", "import opentelemetry.sdk.trace"],
+                                   capture_output=True, text=True, timeout=60)
+            if probe.returncode != 0:
+                return "the OpenTelemetry SDK is missing (pip install 'streamtap[otel]')"
+        if name.startswith("streamtap"):
             probe = subprocess.run([self.python, "-c", "import streamtap.proxy.serve"], cwd=ROOT,
                                    capture_output=True, text=True, timeout=60)
             if probe.returncode != 0:
@@ -259,11 +287,15 @@ class Bench:
                                     log)
             port = wait_listening(proc, log, None)
             return Target(name, port, proc)
-        if name == "streamtap":
+        if name.startswith("streamtap"):
             trace_dir = Path(tempfile.mkdtemp(prefix="traces-", dir=self.work))
+            export = []
+            if name == "streamtap+otlp":  # every record also as a span, to a discarding receiver
+                export = ["--otlp-endpoint", self.otlp_sink()]
             proc = self.procs.start([self.python, "-m", "streamtap", "serve", "--port", "0",
                                      "--trace-dir", str(trace_dir), "--route",
-                                     f"bench={upstream}", "--log-format", "json"], log, cwd=ROOT)
+                                     f"bench={upstream}", "--log-format", "json", *export], log,
+                                    cwd=ROOT)
             port = wait_listening(proc, log, None)
             return Target(name, port, proc, trace_dir=trace_dir)
         if name == "nginx":
@@ -330,6 +362,8 @@ class Bench:
             load0 = os.getloadavg()[0]
             result = self.client(target, spec, pids, label)
             time.sleep(0.3)  # let a recorder's writer thread finish the last records
+            if target.name == "streamtap+otlp":  # count the export's CPU too: wait for it
+                result["otlp"] = self.otlp_done(target, spec["streams"] + WARMUP["streams"])
             wall = time.perf_counter() - t0
             (user1, sys1), up1 = cpu_times(pids), cpu_seconds(up_pids)
             cpu1 = user1 + sys1
@@ -503,15 +537,15 @@ def render(table: dict, specs: dict, quick: bool) -> str:
         f"(a) {a['streams']} streams x {a['frames']} frames of ~{a['size']} B at {a['rate']}/s | "
         f"(b) 1 unpaced stream, {b['frames']:,} frames | (c) {c['streams']} streams at "
         f"{c['rate']}/s for {c['frames']} s | (d) 1 stream of {d['frames']:,} ~120 B frames")
-    head = (f"{'':10} {'(a) CPU':>8} {'x':>6} {'x':>6} {'x':>6} {'proxy':>6} {'+lat':>7} "
+    head = (f"{'':14} {'(a) CPU':>8} {'x':>6} {'x':>6} {'x':>6} {'proxy':>6} {'+lat':>7} "
             f"{'+lat':>7} | {'(b)':>6} {'(b)':>8} | {'(c) RSS':>8} | {'(d) RSS':>8} {'(d) RSS':>8}")
-    head2 = (f"{'row':10} {'us/frm':>8} {'nginx':>6} {'mitm':>6} {'naive':>6} {'CPU%':>6} "
+    head2 = (f"{'row':14} {'us/frm':>8} {'nginx':>6} {'mitm':>6} {'naive':>6} {'CPU%':>6} "
              f"{'p50 ms':>7} {'p99 ms':>7} | {'MB/s':>6} {'frames/s':>8} | {'KiB/strm':>8} | "
              f"{'start MiB':>8} {'end MiB':>8}")
     lines += [head, head2, "-" * len(head2)]
     for name, s in table.items():
         if "skipped" in s:
-            lines.append(f"{name:10} skipped: {s['skipped']}")
+            lines.append(f"{name:14} skipped: {s['skipped']}")
             continue
         if name == "direct":
             p50 = f"({s['a_latency_p50_ms']:.2f})" if s.get("a_latency_p50_ms") is not None \
@@ -522,20 +556,20 @@ def render(table: dict, specs: dict, quick: bool) -> str:
             p50, p99 = fmt(s.get("a_added_p50_ms"), ".2f", 7), fmt(s.get("a_added_p99_ms"),
                                                                   ".2f", 7)
         lines.append(
-            f"{name:10} {fmt(s.get('a_cpu_us_per_frame'))} {fmt(s.get('a_x_nginx'), '.2f', 6)} "
+            f"{name:14} {fmt(s.get('a_cpu_us_per_frame'))} {fmt(s.get('a_x_nginx'), '.2f', 6)} "
             f"{fmt(s.get('a_x_mitmproxy'), '.2f', 6)} {fmt(s.get('a_x_naive'), '.2f', 6)} "
             f"{fmt(s.get('a_proxy_cpu_pct'), '.0f', 6)} {p50:>7} {p99:>7} | "
             f"{fmt(s.get('b_mb_per_s'), '.1f', 6)} {fmt(s.get('b_frames_per_s'), ',.0f')} | "
             f"{fmt(s.get('c_rss_kib_per_stream'))} | {fmt(s.get('d_rss_mib_start'))} "
             f"{fmt(s.get('d_rss_mib_end'))}")
         for wl, error in s.get("failures", {}).items():
-            lines.append(f"{'':10} ({wl}) FAILED: {error}")
+            lines.append(f"{'':14} ({wl}) FAILED: {error}")
     lines.append("direct row: absolute delivery latency in (); other rows: latency added over "
                  "direct (difference of percentiles).")
     lines.append("")
-    head = (f"{'detail':10} {'(a) steady +lat':>16} {'(a)':>6} {'(b) CPU':>8} {'(c) CPU':>8} "
+    head = (f"{'detail':14} {'(a) steady +lat':>16} {'(a)':>6} {'(b) CPU':>8} {'(c) CPU':>8} "
             f"{'(d) CPU':>8} {'(d)':>9} {'(c) RSS MiB':>14} {'client':>7}")
-    head2 = (f"{'row':10} {'p50 ms':>8}{'p99 ms':>8} {'frm/rd':>6} {'us/frm':>8} {'us/frm':>8} "
+    head2 = (f"{'row':14} {'p50 ms':>8}{'p99 ms':>8} {'frm/rd':>6} {'us/frm':>8} {'us/frm':>8} "
              f"{'us/frm':>8} {'frames/s':>9} {'before->open':>14} {'CPU%':>7}")
     lines += [head, head2, "-" * len(head2)]
     for name, s in table.items():
@@ -544,7 +578,7 @@ def render(table: dict, specs: dict, quick: bool) -> str:
         rss = (f"{s['c_rss_mib_before']:.1f}->{s['c_rss_mib_open']:.1f}"
                if s.get("c_rss_mib_open") is not None else "-")
         lines.append(
-            f"{name:10} {fmt(s.get('a_added_steady_p50_ms'), '.2f')}"
+            f"{name:14} {fmt(s.get('a_added_steady_p50_ms'), '.2f')}"
             f"{fmt(s.get('a_added_steady_p99_ms'), '.2f')} "
             f"{fmt(s.get('a_frames_per_read'), '.2f', 6)} {fmt(s.get('b_cpu_us_per_frame'))} "
             f"{fmt(s.get('c_cpu_us_per_frame'))} {fmt(s.get('d_cpu_us_per_frame'))} "

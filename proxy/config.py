@@ -12,11 +12,11 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from streamtap.diagnostics.dialects import DIALECT_NAMES
 
-from streamtap.proxy.faults.rules import FaultError, FaultRule, rule_from_mapping
+from streamtap.proxy.faults.rules import FaultError, FaultRule, check_route_match, rule_from_mapping
 
 
 class ConfigError(ValueError):
@@ -61,6 +61,38 @@ class Watchdog:
     progress_timeout_ms: int = 0  # abort when the model made no progress for this long (0 = off)
 
 
+OTLP_PROTOCOLS = ("http/protobuf",)
+
+
+@dataclass(frozen=True)
+class OtlpExport:
+    """`[export.otlp]`: every record as an OpenTelemetry span, sent over OTLP/HTTP."""
+
+    endpoint: str = ""  # base URL, `/v1/traces` is appended (as OTEL_EXPORTER_OTLP_ENDPOINT); "" = off
+    traces_endpoint: str = ""  # the full URL instead (as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    # Sent with every export (a backend's API key): never recorded, logged or shown in health.
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    protocol: str = "http/protobuf"  # the only one: grpc would need another package
+    batch_size: int = 256  # spans per export request
+    queue_limit: int = 2048  # records waiting for export; past this they are dropped and counted
+    timeout_ms: int = 10_000  # one export request, retries included
+    project: str = ""  # resource attribute value naming the project/team ("" = none)
+    project_attribute: str = "openinference.project.name"  # Phoenix files spans by this one
+    frame_events: int = 200  # per-frame span events kept per span, head and tail
+
+    @property
+    def url(self) -> str:
+        """Where spans go, or "" when export is off."""
+        if self.traces_endpoint:
+            return self.traces_endpoint
+        return f"{self.endpoint}/v1/traces" if self.endpoint else ""
+
+
+@dataclass(frozen=True)
+class Export:
+    otlp: OtlpExport = field(default_factory=OtlpExport)
+
+
 @dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"  # bind address; anything but loopback exposes the API keys it carries
@@ -71,6 +103,7 @@ class Config:
                                         "x-session-id")
     log_format: str = "auto"  # auto (console on a TTY, JSON otherwise) | console | json
     capture_bodies: bool = False  # local debugging only: raw bodies go to a side file
+    trace_header: bool = False  # add x-streamtap-trace-id to every proxied answer (opt-in)
     keep_ratelimit_headers: bool = False  # rate-limit headers reveal tier and usage
     max_request_body_bytes: int = 64 * 1024 * 1024  # larger bodies get a 413
     max_header_bytes: int = 64 * 1024  # one request header line; a 10 kB session id must fit
@@ -81,6 +114,7 @@ class Config:
     routes: dict[str, Route] = field(default_factory=lambda: dict(DEFAULT_ROUTES))
     watchdog: Watchdog = field(default_factory=Watchdog)
     faults: tuple[FaultRule, ...] = ()  # `[[faults]]` tables: rules armed from the start
+    export: Export = field(default_factory=Export)  # `[export.otlp]`: spans to a trace backend
 
 
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -88,6 +122,7 @@ _LOG_FORMATS = ("auto", "console", "json")
 _TOP_KEYS = tuple(f.name for f in fields(Config))
 _WATCHDOG_KEYS = tuple(f.name for f in fields(Watchdog))
 _ROUTE_KEYS = ("url", "dialect")
+_OTLP_KEYS = tuple(f.name for f in fields(OtlpExport))
 
 
 def _unknown(key: str, valid: tuple[str, ...], where: str = "") -> ConfigError:
@@ -161,6 +196,87 @@ def _watchdog(table: object) -> Watchdog:
     return Watchdog(**values)
 
 
+def _otlp(table: object, base: OtlpExport) -> OtlpExport:
+    _expect("export.otlp", table, dict, "a table")
+    values: dict = {}
+    for key, value in table.items():  # type: ignore[union-attr]
+        where = f"export.otlp.{key}"
+        if key not in _OTLP_KEYS:
+            raise _unknown(where, _OTLP_KEYS, "export.otlp.")
+        if key in ("endpoint", "traces_endpoint"):
+            values[key] = check_url(where, value) if value else ""
+        elif key == "headers":
+            _expect(where, value, dict, "a table of header names and values")
+            for name, text in value.items():
+                _expect(f"{where}.{name}", text, str, "a string")
+            values[key] = tuple(value.items())
+        elif isinstance(getattr(base, key), int):
+            values[key] = _non_negative(where, value)
+        else:
+            _expect(where, value, str, "a string")
+            values[key] = value
+    if "endpoint" in values and "traces_endpoint" not in values:
+        values["traces_endpoint"] = ""  # this file's base URL beats a full URL from OTEL_*
+    return replace(base, **values)
+
+
+def _export(table: object, base: Export) -> Export:
+    _expect("export", table, dict, "a table such as [export.otlp]")
+    for key in table:  # type: ignore[union-attr]
+        if key != "otlp":
+            raise _unknown(f"export.{key}", ("otlp",), "export.")
+    return Export(otlp=_otlp(table["otlp"], base.otlp)) if "otlp" in table else base  # type: ignore[index]
+
+
+def otlp_from_env(environ: dict[str, str], base: OtlpExport = OtlpExport()) -> OtlpExport:
+    """The standard OTEL_EXPORTER_OTLP_* (and OTEL_BSP_*) variables over `base`.
+
+    Timeouts are milliseconds, as the OpenTelemetry specification says.
+    """
+    def get(name: str) -> str | None:
+        value = environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or \
+            environ.get(f"OTEL_EXPORTER_OTLP_{name}")
+        return value.strip() if value and value.strip() else None
+
+    values: dict = {}
+    if environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        values["traces_endpoint"] = check_url("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                                              environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].strip())
+    if environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        values["endpoint"] = check_url("OTEL_EXPORTER_OTLP_ENDPOINT",
+                                       environ["OTEL_EXPORTER_OTLP_ENDPOINT"].strip())
+    headers = get("HEADERS")
+    if headers:
+        pairs = []
+        for item in headers.split(","):
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError("OTEL_EXPORTER_OTLP_HEADERS", "expected name=value pairs "
+                                  "separated by commas")
+            pairs.append((unquote(name.strip()), unquote(value.strip())))
+        values["headers"] = tuple(pairs)
+    for name, key in (("TIMEOUT", "timeout_ms"),):
+        text = get(name)
+        if text is not None:
+            if not text.isdigit():
+                raise ConfigError(f"OTEL_EXPORTER_OTLP_{name}", f"expected milliseconds, got "
+                                                                 f"{text!r}")
+            values[key] = int(text)
+    protocol = get("PROTOCOL")
+    if protocol is not None:
+        values["protocol"] = protocol
+    for env, key in (("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "batch_size"),
+                     ("OTEL_BSP_MAX_QUEUE_SIZE", "queue_limit")):
+        text = environ.get(env, "").strip()
+        if text:
+            if not text.isdigit():
+                raise ConfigError(env, f"expected a whole number, got {text!r}")
+            values[key] = int(text)
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        values["endpoint"] = values["traces_endpoint"] = ""
+    return replace(base, **values)
+
+
 def _faults(tables: object) -> tuple[FaultRule, ...]:
     _expect("faults", tables, list, "an array of [[faults]] tables")
     rules: dict[str, FaultRule] = {}
@@ -187,6 +303,8 @@ def from_mapping(data: dict, base: Config = Config()) -> Config:
             values[key] = _watchdog(value)
         elif key == "faults":
             values[key] = _faults(value)
+        elif key == "export":
+            values[key] = _export(value, base.export)
         elif key == "session_headers":
             _expect(key, value, list, "a list of header names")
             for item in value:
@@ -214,6 +332,19 @@ def validate(config: Config) -> Config:
         raise ConfigError("max_frames", "keep at least 2 frames (a head and a tail)")
     if not config.trace_dir:
         raise ConfigError("trace_dir", "must name a directory")
+    for index, rule in enumerate(config.faults):
+        try:
+            check_route_match(rule, config.routes)
+        except FaultError as exc:
+            raise ConfigError(f"faults[{index}].{exc.field}", exc.message) from None
+    otlp = config.export.otlp
+    if otlp.protocol not in OTLP_PROTOCOLS:
+        raise ConfigError("export.otlp.protocol", f"only {', '.join(OTLP_PROTOCOLS)} is "
+                                                  f"supported, got {otlp.protocol!r}; point it "
+                                                  "at the backend's OTLP/HTTP port (often 4318)")
+    for key in ("batch_size", "queue_limit"):
+        if getattr(otlp, key) < 1:
+            raise ConfigError(f"export.otlp.{key}", "must be 1 or more")
     return config
 
 

@@ -3,29 +3,53 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import structlog
 
 from streamtap.diagnostics.record.redact import scrub
+from streamtap.diagnostics.verdict.errors import describe, errno_name
 
 
-class _ScrubSecrets(logging.Filter):
-    """aiohttp logs a malformed request's offending header line verbatim (an Authorization
-    header among them): scrub every stdlib log record, traceback included."""
+# A library's log template is kept only if it is plain words (aiohttp's are constants such as
+# "Error handling request from %s"); its arguments never are: they can be the request itself.
+_TEMPLATE = re.compile(r"[A-Za-z0-9 %.,:;()'!_/-]{1,160}")
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.exc_info:
-            message += "\n" + logging.Formatter().formatException(record.exc_info)
-        record.msg, record.args, record.exc_info, record.exc_text = scrub(message), None, None, None
-        return True
+
+class _LibraryLogsAsOneLine(logging.Handler):
+    """aiohttp's server errors (and any other library's warnings) as ONE line of streamtap's own
+    log, in its format (console or JSON): the logger, the template, the exception's class, errno
+    name and a message streamtap builds. No traceback and no `str(exc)`: aiohttp's message for a
+    malformed request quotes the offending header line (an `x-api-key: ...` among them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            template = record.msg if isinstance(record.msg, str) else ""
+            fields: dict = {
+                "logger": record.name[:64],
+                "what": scrub(template) if _TEMPLATE.fullmatch(template) else "(not recorded)",
+            }
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                code = errno_name(exc)
+                fields.update(error=type(exc).__name__[:64], code=code,
+                              message=describe(exc, code))
+            log = structlog.get_logger("streamtap")
+            if record.levelno >= logging.ERROR:
+                log.error("library_error", **fields)
+            else:
+                log.warning("library_warning", **fields)
+        except Exception:  # logging must never take the proxy down
+            self.handleError(record)
 
 
 def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib.BoundLogger:
     stream = stream or sys.stderr
     use_console = log_format == "console" or (log_format == "auto" and stream.isatty())
-    renderer = (structlog.dev.ConsoleRenderer(colors=stream.isatty()) if use_console
+    # Keys in the order they were given: a request line ends with its summary and record path.
+    renderer = (structlog.dev.ConsoleRenderer(colors=stream.isatty(), sort_keys=False)
+                if use_console
                 else structlog.processors.JSONRenderer())
     structlog.configure(
         processors=[
@@ -39,15 +63,19 @@ def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=True,
     )
-    # aiohttp's own loggers (access log off; errors still reach stderr)
-    logging.basicConfig(level=logging.WARNING, stream=stream, format="%(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_ScrubSecrets())
+    # aiohttp's own loggers (access log off): their warnings and errors become one line each
+    root = logging.getLogger()
+    root.setLevel(logging.WARNING)
+    for handler in list(root.handlers):
+        if isinstance(handler, _LibraryLogsAsOneLine):
+            root.removeHandler(handler)  # configured again (tests): one line, not two
+    root.addHandler(_LibraryLogsAsOneLine())
     return structlog.get_logger("streamtap")
 
 
-def canonical_fields(record: dict) -> dict:
-    """The one line a request gets at its end."""
+def canonical_fields(record: dict, path: str | None = None) -> dict:
+    """The one line a request gets at its end: it ends with the summary sentence and the path of
+    the record that explains it (None when the record could not be written)."""
     outcome = record.get("outcome") or {}
     request = record.get("request") or {}
     timeline = record.get("timeline") or {}
@@ -66,4 +94,6 @@ def canonical_fields(record: dict) -> dict:
         "boundary": outcome.get("boundary"),
         "phase": outcome.get("phase"),
         "duration_ms": timeline.get("duration_ms"),
+        "summary": outcome.get("summary"),
+        "record": path,
     }

@@ -1,10 +1,10 @@
 """Build the starter corpus in this folder: content-free samples for every dialect and ending.
 
 Made by us, not captured: each sample comes from one of the repo's fixture streams
-(`tests/fixtures/streams/`, written from the documented formats in PROTOCOLS.md), fed one frame
-per chunk through the same Recorder the proxy uses, with deterministic, plausible timing and the
-ending we ask for, then turned into a sample with `diagnostics.samples.build_sample`. The matrix
-table in README.md is regenerated too.
+(`tests/fixtures/streams/`, written from the providers' public docs listed under Sources in
+samples/README.md), fed one frame per chunk through the same Recorder the proxy uses, with
+deterministic, plausible timing and the ending we ask for, then turned into a sample with
+`diagnostics.samples.build_sample`. The matrix table in README.md is regenerated too.
 
     python samples/make_corpus.py           # rewrite samples/*.sample.json and the README table
     python samples/make_corpus.py --check   # exit 1 if the committed corpus is out of date
@@ -79,7 +79,7 @@ class Entry:
     request: dict = field(default_factory=dict)
 
 
-# Streams the fixtures do not hold, written here from PROTOCOLS.md: OpenRouter's keepalive
+# Streams the fixtures do not hold, written here from the public docs (samples/README.md): OpenRouter's keepalive
 # comments while the upstream model has not started (the stall a progress watchdog catches).
 SYNTHETIC = {"openrouter_processing_only": [b": OPENROUTER PROCESSING\n\n"] * 6}
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {}}}

@@ -18,7 +18,7 @@ from tests.streams import CANARY_ARG, CANARY_OUTPUT, sse
 RESPONSE_ID = "resp_e2e1"
 
 
-# -- OpenAI Responses streams (PROTOCOLS.md section 2) ---------------------------------------------
+# -- OpenAI Responses streams (the documented event sequence) --------------------------------------
 def _response(status: str, output: list, usage: dict | None = None) -> dict:
     return {"id": RESPONSE_ID, "object": "response", "created_at": 1, "status": status,
             "model": "gpt-test", "output": output, "parallel_tool_calls": True,

@@ -5,6 +5,9 @@ import pytest
 from tests.fakeprovider import FakeProvider
 from tests.proxyproc import ProxyProcess
 
+# A client team's example suite: run by tests/test_pytest_plugin.py with pytester, not collected.
+collect_ignore = ["plugin_example"]
+
 
 @pytest.fixture(scope="session")
 def fake():

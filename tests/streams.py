@@ -68,7 +68,7 @@ def responses_event(obj: dict, seq: list[int]) -> bytes:
 
 
 def responses_text_stream(words: int = 3, terminal: bool = True) -> list[bytes]:
-    """An OpenAI Responses stream (PROTOCOLS.md section 2) with one message item."""
+    """An OpenAI Responses stream with one message item (the documented event sequence)."""
     seq = [0]
     response = {"id": "resp_e2e1", "object": "response", "created_at": 1, "status": "in_progress",
                 "model": "gpt-test", "output": []}

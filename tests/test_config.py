@@ -71,7 +71,9 @@ def test_banner_gives_a_base_url_per_route():
     for name, url in BUILTIN_ROUTES.items():
         assert f"http://127.0.0.1:8787/{name}" in text, name
         assert url in text, name
-    assert "http://127.0.0.1:8787/openai/v1" in text and "https://api.openai.com/v1" in text
+    assert "http://127.0.0.1:8787/openai/v1" in text
+    # the upstream URL exactly as configured: `/v1` belongs to the client's base URL only
+    assert "https://api.openai.com/v1" not in text
     assert "WARNING" not in text
 
 

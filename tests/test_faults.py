@@ -282,3 +282,18 @@ def httpx_read_all(url: str, headers: dict) -> tuple[int, Exception | None]:
     except httpx.HTTPError as exc:
         return received, exc
     return received, None
+
+
+@pytest.mark.parametrize("fault", ["delay; at=terminal; latency_ms=50",
+                                   "throttle; at=terminal; bytes_per_s=100000"])
+def test_a_slowing_fault_at_the_terminal_still_delivers_it(fake, proxy, fault):
+    # `terminal` marks where the terminal frame starts; only drop_terminal may leave it out.
+    prefix = fake.add(Scenario(chat_text_stream(3)))
+    session = new_session()
+    client = openai_client(proxy, prefix, session, fault)
+    chunks = drain_chat(client)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    record = proxy.record(session)
+    assert record["fault"]["fired"] is True
+    assert record["stream"]["terminal"] == "[DONE]"
+    assert record["outcome"]["boundary"] == "none"

@@ -288,10 +288,12 @@ def test_one_canonical_log_line_per_request(fake, proxy):
                        headers={"x-streamtap-session": session})
         except httpx.HTTPError:
             pass  # the reset
-    # requests that get no record get no line either
+    # the control API gets no record, so no line either
     quiet = new_session()
     httpx.get(proxy.url("_streamtap/health"), headers={"x-streamtap-session": quiet}, timeout=5)
-    httpx.get(proxy.url("nowhere") + "/x", headers={"x-streamtap-session": quiet}, timeout=5)
+    # a request streamtap refuses itself (no such route) gets its line like any other
+    refused = new_session()
+    httpx.get(proxy.url("nowhere") + "/x", headers={"x-streamtap-session": refused}, timeout=5)
 
     def lines() -> dict[str, list[dict]]:
         found: dict[str, list[dict]] = {}
@@ -303,6 +305,8 @@ def test_one_canonical_log_line_per_request(fake, proxy):
     time.sleep(0.3)  # a second line, if there were one, would be there by now
     found = lines()
     assert quiet not in found
+    [entry] = found[refused]
+    assert (entry["route"], entry["status"], entry["boundary"]) == ("nowhere", 404, "proxy")
     for session, (prefix, status, boundary, phase) in sessions.items():
         [entry] = found[session]
         record = proxy.record(session)

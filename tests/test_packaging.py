@@ -40,12 +40,30 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     # The starter corpus ships as package data, so replay and the fake provider work without a
     # checkout.
     assert len(list((installed / "corpus").glob("*.sample.json"))) >= 80
+    # The page and report templates ship as package data too.
+    templates = {path.name for path in (installed / "diagnostics" / "views" / "templates").iterdir()}
+    assert templates == {"page.html.j2", "trace.html.j2"}
+    assert (installed / "proxy" / "readout" / "routes.py").is_file()
     # The subpackages resolve under the one name (no dependency is needed to find the modules).
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; "
                             "print(u.find_spec('streamtap.proxy.cli') is not None, "
                             "u.find_spec('proxy') is None, u.find_spec('diagnostics') is None)"],
                            check=True, capture_output=True, text=True, cwd=tmp_path)
     assert probe.stdout.split() == ["True", "True", "True"]
+    # The pytest plugin is registered through its entry point, and the corpus is found through
+    # the package (not a checkout): what a client's test suite gets from `pip install`.
+    probe = subprocess.run([str(python), "-c", "\n".join([
+        "from importlib.metadata import entry_points",
+        "(plugin,) = entry_points(group='pytest11', name='streamtap')",
+        "print(plugin.value)",
+        "from streamtap.proxy.replay.corpus import bundled_samples_dir",
+        "print(len(list(bundled_samples_dir().glob('*.sample.json'))), bundled_samples_dir())",
+    ])], check=True, capture_output=True, text=True, cwd=tmp_path)
+    entry, corpus = probe.stdout.splitlines()
+    assert entry == "streamtap.proxy.testing.plugin"
+    count, folder = corpus.split(" ", 1)
+    assert int(count) >= 80 and folder == str(installed / "corpus")
+    assert (installed / "proxy" / "testing" / "plugin.py").is_file()
 
 
 def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):

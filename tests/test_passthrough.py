@@ -67,10 +67,22 @@ def test_proxy_adds_and_changes_nothing(fake, proxy):
     assert "content-type" not in response_names and "server" not in response_names
     assert "X-Custom: A b" in head_lines and "Content-Length: 10" in head_lines
     assert body == b"plain body"
+    # Every response header is the upstream's, in its order: no `Via`, nothing added. (Names
+    # are compared without case: aiohttp writes some names it knows in its own spelling.)
+    fake_port = int(fake.url.rsplit(":", 1)[1].split("/")[0])
+    direct = _raw_exchange(fake_port, request.replace(b"POST /fake", b"POST "))
+    direct_lines = direct.partition(b"\r\n\r\n")[0].decode().split("\r\n")
+    assert _header_pairs(head_lines) == _header_pairs(direct_lines)
     record = proxy.record("pt-1")
     assert record["request"]["query_keys"] == ["key", "b", "empty"]
     assert record["correlation"]["request_id"] == "req_123"
     assert "secret" not in json.dumps(record)
+
+
+def _header_pairs(head_lines: list[str]) -> list[tuple[str, str]]:
+    """A response head as (lowercased name, value) pairs, Date left out (it moves)."""
+    pairs = [tuple(line.split(": ", 1)) for line in head_lines[1:]]
+    return [(name.lower(), value) for name, value in pairs if name.lower() != "date"]
 
 
 def test_unknown_route_is_404_and_never_forwarded(proxy):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,12 +20,13 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.samples.samples import build_sample
-from streamtap.proxy.replay.server import Chooser, Loaded, request_model
+from streamtap.proxy.replay.choose import Chooser, read_ask, request_model
+from streamtap.proxy.replay.library import Loaded
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream
 from tests.support import fixture
-from tests.test_endings import node_read
+from tests.test_endings import httpx_read, node_read
 
 IDLE_TIMEOUT_MS = 600  # the proxy's idle watchdog: what makes a `stalled` sample
 CLIENT_PATIENCE_S = 0.35  # a `client_gone` client leaves after this much silence
@@ -331,7 +333,9 @@ def test_node_fetch_sees_terminated_for_a_replayed_reset(trips, node):
     sample = trips.by_name[name].original
     assert sample["ending"] == "reset"
     # no model in the request: the sample is the one recorded for this path
-    seen = node_read(node, trips.replay.url + trips.prefixes[name] + "/v1/chat/completions")
+    # the request names the sample in a header (its body names no model)
+    seen = node_read(node, trips.replay.url + trips.prefixes[name] + "/v1/chat/completions",
+                     {"x-streamtap-sample": name})
     assert seen["status"] == 200
     assert seen["error"]["name"] == "TypeError"
     assert seen["error"]["message"] == "terminated"
@@ -360,7 +364,8 @@ def test_banner_names_the_samples(trips):
     banner = trips.replay.banner
     assert banner.startswith(f"streamtap replay listening on http://127.0.0.1:"
                              f"{trips.replay.port}")
-    assert f"samples: {len(trips.by_name)} loaded (speed 1, loop off)" in banner
+    assert f"samples: {len(trips.by_name)} loaded (speed 1); each request gets a complete " \
+        "sample of the request's dialect and stream flag" in banner
     assert all(name in banner for name in trips.by_name)
 
 
@@ -379,12 +384,12 @@ def _served(replay: ReplayProcess, path: str, model: str | None = None) -> str:
 def test_requests_pick_by_model_then_path_then_dialect_and_loop(trips, tmp_path):
     files = [str(trips.samples_dir / f"openai-chat__{ending}.sample.json")
              for ending in ("reset", "clean_close")]
-    looped = ReplayProcess(tmp_path, *files, "--loop")
+    looped = ReplayProcess(tmp_path, *files, "--cycle")
     try:
         chat = "/v1/chat/completions"
         assert _served(looped, "/elsewhere" + chat, "openai-chat__clean_close") == "clean_close"
         assert _served(looped, trips.prefixes["openai-chat__reset"] + chat) == "reset"
-        # by dialect, in the order given; --loop wraps around
+        # by dialect, in the order given; --cycle wraps around
         assert [_served(looped, chat) for _ in range(3)] == ["reset", "clean_close", "reset"]
         with httpx.Client(timeout=10) as client:
             resp = client.post(looped.url + "/v1/embeddings", json={"model": "x"})
@@ -394,19 +399,63 @@ def test_requests_pick_by_model_then_path_then_dialect_and_loop(trips, tmp_path)
         looped.stop()
 
 
-def test_chooser_without_loop_keeps_serving_the_last():
-    samples = [Loaded(name, Path(f"{name}.sample.json"),
-                      {"dialect": "openai-chat", "request": {"path": path}}, None, [])
-               for name, path in (("a", "/v1/chat/completions"), ("b", "/v1/chat/completions"),
-                                  ("c", "/x/v1/chat/completions"), ("m", "/v1/messages"))]
+def _loaded(name: str, path: str, ending: str = "terminal", stream: object = True,
+            tools: bool = False, boundary: str = "none", dialect: str = "openai-chat",
+            provider: str = "openai") -> Loaded:
+    sample = {"dialect": dialect, "provider": provider, "ending": ending,
+              "request": {"path": path, "stream": stream}, "outcome": {"boundary": boundary},
+              "stream": {"tool_calls": [{"index": 0}] if tools else []}}
+    return Loaded(name, Path(f"{name}.sample.json"), sample, None, [])
+
+
+def _ask(path: str, body: dict, **headers: str):
+    return read_ask("POST", path, json.dumps(body).encode(), headers)
+
+
+def test_the_default_is_a_complete_sample_of_the_dialect_and_stream_flag():
+    samples = [_loaded("a-reset", "/v1/chat/completions", "reset"),
+               _loaded("b-error-terminal", "/v1/chat/completions", boundary="provider_error"),
+               _loaded("c-text", "/v1/chat/completions"),
+               _loaded("d-tool", "/v1/chat/completions", tools=True),
+               _loaded("e-json", "/v1/chat/completions", stream=False, dialect="json"),
+               _loaded("f-responses", "/v1/responses", dialect="openai-responses"),
+               _loaded("g-responses-json", "/v1/responses", stream=False, dialect="json")]
     chooser = Chooser(samples)
-    picks = [chooser.choose("/v1/chat/completions", None).name for _ in range(3)]
-    assert picks == ["a", "b", "b"]
-    assert chooser.choose("/y/v1/chat/completions", None).name == "a"  # by dialect
-    assert chooser.choose("/y/v1/chat/completions", None).name == "b"
-    assert chooser.choose("/v1/chat/completions", "m").name == "m"  # the model names a sample
-    assert chooser.choose("/v1/embeddings", None) is None
-    assert Chooser(samples, loop=True)._next("k", samples[:2]).name == "a"
+    chat = "/v1/chat/completions"
+    # the same answer every time: never the reset, never the error, never the next one
+    picks = {chooser.choose(_ask(chat, {"stream": True})).loaded.name for _ in range(3)}
+    assert picks == {"c-text"}
+    tools = {"stream": True, "tools": [{"type": "function", "function": {"name": "x"}}]}
+    assert chooser.choose(_ask(chat, tools)).loaded.name == "d-tool"
+    assert chooser.choose(_ask(chat, {})).loaded.name == "e-json"  # no stream flag: whole
+    assert chooser.choose(_ask("/v1/responses", {"stream": True})).loaded.name == "f-responses"
+    assert chooser.choose(_ask("/v1/responses", {})).loaded.name == "g-responses-json"
+    # another ending only when asked: a sample name or an ending in the header, or the model
+    assert chooser.choose(_ask(chat, {"stream": True},
+                               **{"x-streamtap-sample": "reset"})).loaded.name == "a-reset"
+    assert chooser.choose(_ask(chat, {"stream": True},
+                               **{"x-streamtap-sample": "b-error-terminal"})
+                          ).loaded.name == "b-error-terminal"
+    assert chooser.choose(_ask(chat, {"model": "a-reset"})).loaded.name == "a-reset"
+    assert Chooser(samples, ending="reset").choose(_ask(chat, {"stream": True})
+                                                   ).loaded.name == "a-reset"
+    refused = chooser.choose(_ask(chat, {}, **{"x-streamtap-sample": "nope"}))
+    assert "'nope' is neither a loaded sample nor an ending" in refused
+    missing = chooser.choose(_ask("/v1/messages", {"stream": True}))
+    assert "no complete sample of anthropic-messages (streamed)" in missing
+
+
+def test_cycle_hands_out_the_next_sample_for_the_path_then_the_dialect():
+    samples = [_loaded(name, path) for name, path in (
+        ("a", "/v1/chat/completions"), ("b", "/v1/chat/completions"),
+        ("c", "/x/v1/chat/completions"), ("m", "/v1/messages"))]
+    chooser = Chooser(samples, cycle=True)
+    ask = _ask("/v1/chat/completions", {"stream": True})
+    assert [chooser.choose(ask).loaded.name for _ in range(3)] == ["a", "b", "a"]
+    other = _ask("/y/v1/chat/completions", {})
+    assert [chooser.choose(other).loaded.name for _ in range(2)] == ["a", "b"]  # by dialect
+    assert chooser.choose(_ask("/v1/chat/completions", {"model": "m"})).loaded.name == "m"
+    assert isinstance(chooser.choose(_ask("/v1/embeddings", {})), str)
     assert request_model(b"{}", "/v1beta/models/gem-x:streamGenerateContent") == "gem-x"
 
 
@@ -431,3 +480,84 @@ def test_bad_input_is_refused_with_the_file_named(tmp_path):
     assert out.returncode == 2 and "no such file" in out.stderr
     out = replay(str(bad), "--speed", "0")
     assert out.returncode == 2 and "--speed" in out.stderr
+
+
+# -- the predictable default, end to end; --ready-json ---------------------------------------------
+def _ready(args: list[str], cwd: Path) -> tuple[subprocess.Popen, dict, Path]:
+    """Start `streamtap ARGS --port 0 --ready-json`; its first stdout line, and its stderr file."""
+    log = cwd / f"ready-{uuid_hex()}.log"
+    process = subprocess.Popen([sys.executable, "-m", "streamtap", *args, "--port", "0",
+                                "--ready-json"], cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=log.open("wb"))
+    line = process.stdout.readline().decode()
+    assert line, log.read_text()
+    return process, json.loads(line), log
+
+
+def uuid_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:8]
+
+
+def test_ready_json_prints_one_line_and_the_banner_goes_to_stderr(tmp_path):
+    replay, ready, replay_log = _ready(["replay"], tmp_path)
+    try:
+        assert ready == {"url": f"http://127.0.0.1:{ready['port']}", "port": ready["port"]}
+        assert ready["port"] > 0
+        serve, proxy_ready, serve_log = _ready(
+            ["serve", "--route", f"openai={ready['url']}", "--trace-dir",
+             str(tmp_path / "traces")], tmp_path)
+        try:
+            assert set(proxy_ready) == {"url", "port"}
+            with httpx.Client(timeout=10) as client:
+                # no fault, no sample named: a complete stream, the same one every time
+                bodies = [client.post(proxy_ready["url"] + "/openai/v1/chat/completions",
+                                      json={"model": "gpt-4o-mini", "stream": True,
+                                            "messages": []}).content for _ in range(3)]
+                assert bodies[0] == bodies[1] == bodies[2]
+                assert bodies[0].endswith(b"data: [DONE]\n\n")
+                # a Responses stream is a Responses stream (not a JSON body)
+                resp = client.post(proxy_ready["url"] + "/openai/v1/responses",
+                                   json={"model": "gpt-4o-mini", "stream": True, "input": "x"})
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                assert b"event: response.completed" in resp.content
+                whole = client.post(proxy_ready["url"] + "/openai/v1/responses",
+                                    json={"model": "gpt-4o-mini", "input": "x"})
+                assert whole.json()["status"] == "completed"
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(15)
+        assert serve.stdout.read() == b""  # nothing after the ready line
+        assert "streamtap 0.1.0 listening on" in serve_log.read_text()
+    finally:
+        replay.send_signal(signal.SIGTERM)
+        replay.wait(15)
+    banner = replay_log.read_text()
+    assert "each request gets a complete sample of the request's dialect" in banner
+    assert "-> openai__openai-chat__terminal__1 (terminal; complete sample of openai-chat " \
+           "(streamed))" in banner
+    assert "-> openai__openai-responses__terminal__1 (terminal; complete sample of " \
+           "openai-responses (streamed))" in banner
+    assert "-> openai__json__terminal__3 (terminal; complete sample of openai-responses " \
+           "(whole))" in banner
+
+
+def test_ending_flag_serves_that_ending_and_refuses_one_no_sample_has(tmp_path):
+    replay, ready, _ = _ready(["replay", "--ending", "reset"], tmp_path)
+    try:
+        received, error = httpx_read(ready["url"] + "/v1/chat/completions",
+                                     body={"stream": True, "messages": []})
+        assert error is not None and received > 0  # a reset, mid-stream
+        with httpx.Client(timeout=10) as client:
+            resp = client.post(ready["url"] + "/v1/chat/completions", json={"messages": []})
+        assert resp.status_code == 404  # no whole-reply sample ends with a reset: says so
+        assert "no `reset` sample of openai-chat (whole)" in resp.json()["error"]["message"]
+    finally:
+        replay.send_signal(signal.SIGTERM)
+        replay.wait(15)
+    only_terminal = str(REPO / "samples" / "openai__openai-chat__terminal__1.sample.json")
+    out = subprocess.run([sys.executable, "-m", "streamtap", "replay", only_terminal, "--ending",
+                          "stalled", "--port", "0"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert "--ending stalled: none of the 1 samples loaded ends `stalled`" in out.stderr

@@ -307,3 +307,18 @@ def test_gemini_tool_config_mode_is_the_tool_choice():
         "mode": "ANY", "allowedFunctionNames": ["get_weather"]}}},
         "/v1beta/models/gemini-2.5-flash:generateContent")
     assert summary["tool_choice"] == "ANY"
+
+
+def test_a_partial_body_gives_model_and_stream_and_says_it_was_cut_short():
+    from streamtap.diagnostics.record.request_summary import keys_from_tail, summarize_partial_body
+
+    head = b'{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"abc'
+    assert summarize_partial_body(head, "/v1/chat/completions") == {
+        "summary_truncated": True, "model": "gpt-4o", "stream": True}
+    # Message text can hold the words, but always escaped: never taken for a key.
+    text = b'{"messages":[{"content":"say \\"model\\": \\"secret-word\\" and \\"stream\\": true'
+    assert summarize_partial_body(text, "/v1/messages") == {"summary_truncated": True}
+    assert keys_from_tail(b'x\\"}]}],"model":"claude-x","stream":false}') == {
+        "model": "claude-x", "stream": False}
+    assert summarize_partial_body(b"not json", "/v1/chat/completions") == {
+        "summary_truncated": True}

@@ -254,7 +254,7 @@ def test_matrix_of_exported_samples(run, tmp_path, capsys):
     assert anthropic["usage"] == ["`message_delta` (`usage`)", "`message_start` "
                                   "(`message.usage`)"]
     assert row(rows, "fake", "openai-responses")["endings"] == {"truncated": 1}
-    md = matrix(capsys, str(tmp_path))
+    md = matrix(capsys, str(tmp_path), "--format", "md")
     assert md.startswith("| provider | dialect | samples |")
     assert re.search(r"^\| fake \| openai-chat \| 6 \|.*`\[DONE\]` ×3", md, re.M)
 
@@ -275,7 +275,7 @@ def test_matrix_of_the_starter_corpus(capsys):
     assert row(rows, "ollama", "ollama-ndjson")["reasoning"] == ["thinking"]
     assert "`response.completed` (`response.usage`)" in row(rows, "openai",
                                                            "openai-responses")["usage"]
-    md = matrix(capsys, str(CORPUS))
+    md = matrix(capsys, str(CORPUS), "--format", "md")
     assert "| openrouter | openai-chat |" in md and "`: OPENROUTER PROCESSING`" in md
     # The README shows the table the corpus produces.
     assert md in (CORPUS / "README.md").read_text()
@@ -285,7 +285,7 @@ def test_matrix_skips_files_that_are_not_samples(tmp_path, capsys):
     shutil.copy(CORPUS / "openai__openai-chat__terminal__1.sample.json", tmp_path)
     (tmp_path / "x.sample.json").write_text('{"frames": [], "ending": "terminal", '
                                             '"schema_version": 7}')
-    assert main(["samples", "matrix", str(tmp_path)]) == 0
+    assert main(["samples", "matrix", str(tmp_path), "--format", "md"]) == 0
     out, err = capsys.readouterr()
     assert "| openai | openai-chat | 1 |" in out
     assert re.search(r"skipped \S*x\.sample\.json: .*upgrade streamtap", err)

@@ -53,11 +53,13 @@ def assert_sizes_add_up(data: bytes, frames, decoder) -> None:
 LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
-def reference_sse(data: bytes, max_line: int = DEFAULT_MAX_LINE):
+def reference_sse(data: bytes, max_line: int = DEFAULT_MAX_LINE, max_event: int | None = None):
     """WHATWG EventSource parsing of a whole buffer, as plainly as the spec says it, plus what
-    streamtap adds: comments as frames, sizes, and an unterminated frame for an open event."""
+    streamtap adds: comments as frames, sizes, an unterminated frame for an open event, and an
+    oversized frame (data dropped) for an event whose data outgrew `max_event`."""
     frames, data_lines, event, last_id, retry = [], [], None, None, None
-    size, open_event, overlong = 0, False, 0
+    size, open_event, overlong, oversized = 0, False, 0, False
+    max_event = max_line if max_event is None else max_event
     if data.startswith(BOM):
         data, size = data[3:], 3
     pos, lines = 0, []
@@ -74,9 +76,10 @@ def reference_sse(data: bytes, max_line: int = DEFAULT_MAX_LINE):
         if not line:
             size += raw
             if data_lines:
-                frames.append(Frame(b"\n".join(data_lines), size, event, last_id, retry))
+                frames.append(Frame(b"\n".join(data_lines), size, event, last_id, retry,
+                                    oversized=oversized))
                 retry, size = None, 0
-            data_lines, event, open_event = [], None, False
+            data_lines, event, open_event, oversized = [], None, False, False
             continue
         if line.startswith(b":"):
             frames.append(Frame(line[1:], raw, comment=True))
@@ -88,8 +91,10 @@ def reference_sse(data: bytes, max_line: int = DEFAULT_MAX_LINE):
             value = value[1:]
         if name == b"event":
             event = value.decode("utf-8", "replace") or None
-        elif name == b"data":
+        elif name == b"data" and not oversized:
             data_lines.append(value)
+            if sum(map(len, data_lines)) > max_event:
+                data_lines, oversized = [b""], True
         elif name == b"id" and b"\0" not in value:
             last_id = value.decode("utf-8", "replace")
         elif name == b"retry" and re.fullmatch(rb"[0-9]+", value):
@@ -100,7 +105,7 @@ def reference_sse(data: bytes, max_line: int = DEFAULT_MAX_LINE):
         open_event = True
     if open_event or data_lines:
         frames.append(Frame(b"\n".join(data_lines), size, event, last_id, retry,
-                            unterminated=True))
+                            unterminated=True, oversized=oversized))
         size = 0
     return frames, size, overlong
 
@@ -540,3 +545,32 @@ def test_frame_equality():
     assert Frame(b"a", 1) != Frame(b"a", 2)
     assert Frame(b"a", 1) != Frame(b"a", 1, comment=True)
     assert Frame(b"a", 1).__eq__("a") is NotImplemented
+
+
+# -- the per-event limit ----------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=sse_streams(), sizes=CHUNKINGS, max_event=st.integers(0, 40))
+def test_any_chunking_with_oversized_events_matches_the_reference(data, sizes, max_event):
+    expected, trailing, _ = reference_sse(data, 1 << 20, max_event)
+    for chunking in ("whole", "bytewise", sizes):
+        decoder = SseDecoder(1 << 20, max_event)
+        frames = [frame for chunk in cut(data, chunking) for frame in decoder.feed(chunk)]
+        frames += decoder.close()
+        assert frames == expected, chunking
+        assert decoder.trailing_bytes == trailing
+        assert decoder.oversized_events == sum(frame.oversized for frame in expected)
+
+
+def test_an_event_that_never_ends_is_not_kept_and_is_dispatched_oversized():
+    decoder = SseDecoder(max_line=1024, max_event=4096)
+    line = b"data: " + b"x" * 100 + b"\n"
+    frames = []
+    for _ in range(10_000):  # ~1 MB of one event, far past max_event
+        frames += decoder.feed(line)
+        assert decoder._data_len <= 4096 + 100  # never more than the limit is kept
+    frames += decoder.feed(b"\ndata: after\n\n")
+    assert [(f.data, f.size, f.oversized) for f in frames] == [
+        (b"", 10_000 * len(line) + 1, True), (b"after", 13, False)]
+    assert decoder.oversized_events == 1

@@ -18,13 +18,15 @@ class Frame:
     """One dispatched unit of a stream: an SSE event, an SSE comment (keepalive) or an NDJSON line.
 
     `data` is raw bytes (data lines joined with LF); `size` is the frame's bytes as on the wire,
-    line ends included, so the sizes of a stream's frames add up to what carried them.
+    line ends included, so the sizes of a stream's frames add up to what carried them. An
+    `oversized` event carried more data than the decoder keeps: its data is empty, its size true.
     """
 
-    __slots__ = ("event", "data", "id", "retry", "size", "comment", "unterminated")
+    __slots__ = ("event", "data", "id", "retry", "size", "comment", "unterminated", "oversized")
 
     def __init__(self, data: bytes, size: int, event: str | None = None, id: str | None = None,
-                 retry: int | None = None, comment: bool = False, unterminated: bool = False):
+                 retry: int | None = None, comment: bool = False, unterminated: bool = False,
+                 oversized: bool = False):
         self.event = event
         self.data = data
         self.id = id
@@ -32,9 +34,11 @@ class Frame:
         self.size = size
         self.comment = comment
         self.unterminated = unterminated
+        self.oversized = oversized
 
     def __repr__(self) -> str:
         flags = " comment" if self.comment else " unterminated" if self.unterminated else ""
+        flags += " oversized" if self.oversized else ""
         return f"Frame(event={self.event!r}, data={self.data[:60]!r}, size={self.size}{flags})"
 
     def __eq__(self, other: object) -> bool:
@@ -201,15 +205,24 @@ class SseDecoder:
 
     Bytes no frame can carry (blank lines, an event with no data) are added to the next frame's
     size; those after the last frame are counted in `trailing_bytes` by `close()`.
+
+    Memory is bounded per line (`max_line`) and per event (`max_event`, data bytes): an event
+    whose data grows past `max_event` stops being kept (a hostile upstream can send `data:` lines
+    forever with no blank line) and is dispatched `oversized`, counted in `oversized_events`.
     """
 
-    __slots__ = ("_lines", "_bom_pending", "_data", "_event", "_last_id", "_retry", "_size",
-                 "_fields_seen", "trailing_bytes")
+    __slots__ = ("_lines", "_bom_pending", "_data", "_data_len", "_oversized", "_event",
+                 "_last_id", "_retry", "_size", "_fields_seen", "trailing_bytes", "max_event",
+                 "oversized_events")
 
-    def __init__(self, max_line: int = DEFAULT_MAX_LINE):
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE, max_event: int | None = None):
         self._lines = LineSplitter(max_line)
+        self.max_event = max_line if max_event is None else max_event
+        self.oversized_events = 0
         self._bom_pending: bytes | None = b""  # None once the stream's start is past
         self._data: list[bytes] = []
+        self._data_len = 0  # data bytes kept for the open event (LFs to join them not counted)
+        self._oversized = False  # the open event outgrew max_event: its data is no longer kept
         self._event: str | None = None
         self._last_id: str | None = None  # the last event ID buffer: it outlives events
         self._retry: int | None = None
@@ -235,15 +248,23 @@ class SseDecoder:
         for line in lines:
             first = line[0]
             if first == 100 and line[:5] == b"data:":  # the hot path: one data line
-                end = len(line) - 2 if line[-2] == 13 else len(line) - 1
-                data.append(line[6:end] if line[5] == 32 else line[5:end])
                 size += len(line)
+                if not self._oversized:
+                    end = len(line) - 2 if line[-2] == 13 else len(line) - 1
+                    value = line[6:end] if line[5] == 32 else line[5:end]
+                    data.append(value)
+                    self._data_len += len(value)
+                    if self._data_len > self.max_event:
+                        self._overflow()
             elif first == 10 or first == 13:  # a blank line dispatches
                 size += len(line)
                 if data:
                     frames.append(Frame(data[0] if len(data) == 1 else b"\n".join(data), size,
-                                        self._event, self._last_id, self._retry))
+                                        self._event, self._last_id, self._retry,
+                                        oversized=self._oversized))
                     data.clear()
+                    self._data_len = 0
+                    self._oversized = False
                     self._retry = None
                     size = 0
                 # An event with an empty data buffer is not dispatched; its bytes are carried
@@ -273,8 +294,11 @@ class SseDecoder:
                 value = value[1:]
         if name == b"event":
             self._event = value.decode("utf-8", "replace") or None
-        elif name == b"data":
+        elif name == b"data" and not self._oversized:
             self._data.append(value)
+            self._data_len += len(value)
+            if self._data_len > self.max_event:
+                self._overflow()
         elif name == b"id":
             if b"\x00" not in value:
                 self._last_id = value.decode("utf-8", "replace")
@@ -282,6 +306,15 @@ class SseDecoder:
             if value.isdigit():  # bytes.isdigit is ASCII digits only, and False when empty
                 self._retry = int(value)
         return raw_size
+
+    def _overflow(self) -> None:
+        """The open event outgrew max_event: drop what it kept and keep nothing more of it. One
+        empty piece stays so that a blank line still dispatches it (as an oversized frame)."""
+        if not self._oversized:
+            self._oversized = True
+            self.oversized_events += 1
+        self._data[:] = [b""]
+        self._data_len = 0
 
     def close(self) -> list[Frame]:
         """End of stream: return what is left, an unterminated frame if an event was still open."""
@@ -300,8 +333,11 @@ class SseDecoder:
                 frames = self._consume([text + b"\r"])
         if self._fields_seen or self._data:
             frames.append(Frame(b"\n".join(self._data), self._size, self._event,
-                                self._last_id, self._retry, unterminated=True))
+                                self._last_id, self._retry, unterminated=True,
+                                oversized=self._oversized))
             self._data.clear()
+            self._data_len = 0
+            self._oversized = False
             self._size = 0
             self._event = None
             self._fields_seen = False

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.dialects.base import Dialect, frame_decoder
+from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
 from streamtap.diagnostics.verdict.stream import StreamState
 
 BEFORE_BODY = ("request", "headers")
@@ -77,12 +78,14 @@ class FrameScanner:
     of the frames before it, and it, says. `cut` is where the stream must be cut, once known.
     """
 
-    def __init__(self, dialect_class: type[Dialect], trigger: Trigger, mid_frame: bool = False):
+    def __init__(self, dialect_class: type[Dialect], trigger: Trigger, mid_frame: bool = False,
+                 max_line: int = DEFAULT_MAX_LINE):
         self.trigger = trigger
         self.mid_frame = mid_frame
         self.state = StreamState()
         self.dialect = dialect_class(self.state)
-        self.decoder = frame_decoder(dialect_class.framing)
+        # The same limits as the recorder's decoder: an oversized frame is read by neither.
+        self.decoder = frame_decoder(dialect_class.framing, max_line)
         self.fed = 0  # bytes fed
         self.offset = 0  # end of the last complete frame
         self.frames = 0  # complete frames, keepalives not counted
@@ -109,6 +112,9 @@ class FrameScanner:
             if frame.comment:
                 state.emit(ev.KEEPALIVE, t_ms)
                 keepalive = True
+            elif frame.oversized:  # its data was not kept: a frame, but nothing to read in it
+                keepalive = False
+                self.frames += 1
             else:
                 kind = self.dialect.on_frame(frame, t_ms)
                 keepalive = kind == ev.KEEPALIVE

@@ -7,9 +7,11 @@ on first use, so a stream only pays for the dialect it speaks.
 from __future__ import annotations
 
 import importlib
+import re
 
 from streamtap.diagnostics.dialects.base import Dialect, GenericSse, Opaque
 from streamtap.diagnostics.dialects.json_body import JsonBody
+from streamtap.diagnostics.dialects.sniff import SniffingSse
 
 # name -> (module, class). The module is imported the first time the dialect is needed.
 _DIALECTS: dict[str, tuple[str, str]] = {
@@ -28,15 +30,35 @@ _BUILTIN: dict[str, type[Dialect]] = {
 # Names a user may configure on a route.
 DIALECT_NAMES = tuple(name for name in (*_DIALECTS, *_BUILTIN) if name != "gemini-array")
 
-# Path endings that name a dialect, checked in order.
-_BY_PATH = (
-    ("/chat/completions", "openai-chat"),
-    ("/responses", "openai-responses"),
-    ("/messages", "anthropic-messages"),
-    (":streamGenerateContent", "gemini"),
-    ("/api/chat", "ollama-ndjson"),
-    ("/api/generate", "ollama-ndjson"),
+# The endpoint table: every streaming endpoint a path can name, and its dialect. Patterns match
+# the end of the path (query dropped, trailing `/` ignored), so any gateway prefix in front of
+# them is fine (`/openai/deployments/{deployment}`, `/api/v1`, `/compatible-mode/v1`, ...).
+# Rows are checked in order; README's "Dialects and endpoints recognised" lists the same rows.
+ENDPOINTS: tuple[tuple[str, str, str], ...] = (
+    (r"/chat/completions", "openai-chat",
+     "Chat Completions under any prefix (OpenAI, Azure deployments, compatible servers)"),
+    (r"/responses", "openai-responses", "Responses create (OpenAI `/v1`, Azure `/openai/v1`)"),
+    (r"/responses/[^/]+", "openai-responses",
+     "Responses retrieve with `?stream=true` (resume with `starting_after=N`)"),
+    (r"/messages", "anthropic-messages", "Anthropic Messages under any prefix"),
+    (r"/publishers/anthropic/models/[^/]+:streamRawPredict", "anthropic-messages",
+     "Claude on Vertex AI"),
+    (r":streamGenerateContent", "gemini",
+     "Gemini API `/v1beta/models/{m}` and Vertex `/v1/projects/{p}/locations/{l}/publishers/"
+     "google/models/{m}`"),
+    (r"/api/chat", "ollama-ndjson", "Ollama native chat"),
+    (r"/api/generate", "ollama-ndjson", "Ollama native generate"),
 )
+_ENDPOINT_PATTERNS = tuple((re.compile(f"(?:{pattern})$"), name)
+                           for pattern, name, _ in ENDPOINTS)
+
+# How a record's dialect was chosen (its `dialect_source`).
+SOURCE_ROUTE = "route"  # the route's configured dialect
+SOURCE_PATH = "path"  # the endpoint table above
+SOURCE_SNIFF = "sniff"  # the first frames of an SSE stream (sniff.py)
+SOURCE_CONTENT_TYPE = "content-type"  # a JSON body, or NDJSON on an unknown path
+SOURCE_FALLBACK = "fallback"  # nothing told: plain `sse`, or bytes counted only (`unknown`)
+DIALECT_SOURCES = (SOURCE_ROUTE, SOURCE_PATH, SOURCE_SNIFF, SOURCE_CONTENT_TYPE, SOURCE_FALLBACK)
 
 
 def dialect_class(name: str | None) -> type[Dialect] | None:
@@ -55,29 +77,44 @@ def dialect_class(name: str | None) -> type[Dialect] | None:
 
 
 def dialect_for_path(path: str) -> str | None:
+    """The dialect the endpoint table names for a request path, or None."""
     path = path.split("?", 1)[0].rstrip("/")
-    for ending, name in _BY_PATH:
-        if path.endswith(ending):
+    for pattern, name in _ENDPOINT_PATTERNS:
+        if pattern.search(path):
             return name
     return None
 
 
-def choose_dialect(configured: str | None, path: str, content_type: str | None) -> type[Dialect]:
-    """A JSON body is a `json` reply (Gemini's streamed JSON array aside); a stream speaks the
-    route's configured dialect, else the one its path names, else a generic one by content type."""
+def choose(configured: str | None, path: str,
+           content_type: str | None) -> tuple[type[Dialect], str]:
+    """The dialect a response speaks and how that was decided (a DIALECT_SOURCES name).
+
+    A JSON body is a `json` reply (Gemini's streamed JSON array aside); a stream speaks the
+    route's configured dialect, else the one its path names; an NDJSON stream on an unknown path
+    is Ollama's, and an SSE stream on an unknown path is sniffed from its first frames."""
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     by_path = dialect_for_path(path)
     if mime == "application/json" or mime.endswith("+json"):
-        if by_path == "gemini" or configured == "gemini":
-            return dialect_class("gemini-array")
-        return JsonBody
+        if configured == "gemini":
+            return dialect_class("gemini-array"), SOURCE_ROUTE
+        if by_path == "gemini":
+            return dialect_class("gemini-array"), SOURCE_PATH
+        return JsonBody, SOURCE_CONTENT_TYPE
     streaming = mime in ("text/event-stream", "application/x-ndjson")
-    if configured or streaming:
-        found = dialect_class(configured or by_path)
+    if configured:
+        found = dialect_class(configured)
         if found is not None:
-            return found
+            return found, SOURCE_ROUTE
+    if streaming:
+        found = dialect_class(by_path)
+        if found is not None:
+            return found, SOURCE_PATH
         if mime == "application/x-ndjson":
-            return dialect_class("ollama-ndjson")
-        if mime == "text/event-stream":
-            return GenericSse
-    return Opaque
+            return dialect_class("ollama-ndjson"), SOURCE_CONTENT_TYPE
+        return SniffingSse, SOURCE_SNIFF
+    return Opaque, SOURCE_FALLBACK
+
+
+def choose_dialect(configured: str | None, path: str, content_type: str | None) -> type[Dialect]:
+    """The dialect class alone (see `choose`)."""
+    return choose(configured, path, content_type)[0]

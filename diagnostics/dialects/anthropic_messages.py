@@ -1,6 +1,11 @@
 """Anthropic Messages streams (`POST /v1/messages`): SSE events named after their `type`, content
 in indexed blocks (text, thinking, redacted_thinking, tool_use) that open and close explicitly.
 
+Tools Anthropic runs itself (web search, web fetch, code execution, tool search, and MCP
+connector calls) stream as a `server_tool_use` / `mcp_tool_use` block (the model writes its input)
+followed, once the provider ran it, by a `*_tool_result` block. They are provider-run tools
+(`server_tool_*` events), never client tool calls: no client has to run them.
+
 The SDK dispatches on the SSE event name, and so do we: `ping` is answered without parsing JSON.
 The data's `type` is the fallback for a gateway that drops `event:` lines.
 """
@@ -20,14 +25,15 @@ _TEXT = "text"
 _REASONING = "reasoning"
 _TOOL = "tool"
 _OTHER = "other"
+_SERVER = "server"  # a tool the provider runs itself
 
 _BLOCK_KINDS = {
     "text": _TEXT,
     "thinking": _REASONING,
     "redacted_thinking": _REASONING,
     "tool_use": _TOOL,
-    "server_tool_use": _TOOL,
-    "mcp_tool_use": _TOOL,
+    "server_tool_use": _SERVER,
+    "mcp_tool_use": _SERVER,
 }
 # Block kind -> its (start, delta, end) events, for the blocks whose deltas carry words.
 _STREAMED = {
@@ -133,11 +139,21 @@ class AnthropicMessages(Dialect):
         if kind is None:
             self._blocks[index] = _OTHER
             if isinstance(block_type, str) and block_type.endswith("_tool_result"):
-                state.emit(ev.META, t_ms)  # a server tool's result: the provider's, not the model's
-                return ev.META
+                # The provider ran the tool: its result (the provider's output, not the model's).
+                key = block.get("tool_use_id")
+                if key not in state.server_tools:
+                    key = state.open_server_tool()
+                state.server_tool_end(key, t_ms)
+                return ev.SERVER_TOOL_END
             state.unknown_type(block_type, t_ms)
             return ev.UNKNOWN
         self._blocks[index] = kind
+        if kind == _SERVER:
+            # MCP tool names are the user's servers': the type says only that it was MCP.
+            tool_type = "mcp" if block_type == "mcp_tool_use" else block.get("name")
+            key = block.get("id") if isinstance(block.get("id"), str) else ("block", index)
+            state.server_tool_start(key, tool_type, t_ms)
+            return ev.SERVER_TOOL_START
         if kind == _TOOL:
             state.tool_start(index, block.get("name"), t_ms)
             state.emit(ev.TOOL_INPUT_START, t_ms)
@@ -181,6 +197,10 @@ class AnthropicMessages(Dialect):
             if not partial or not isinstance(partial, str):
                 state.emit(ev.META, t_ms)
                 return ev.META
+            if self._blocks.get(index) == _SERVER:  # the model writing a provider tool's input
+                state.delta_key("partial_json")
+                state.server_tool_step(t_ms)
+                return ev.SERVER_TOOL_DELTA
             if index not in state.tool_calls:  # its block start was lost: the call still began
                 self._blocks[index] = _TOOL
                 state.tool_start(index, None, t_ms)

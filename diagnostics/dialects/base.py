@@ -13,6 +13,7 @@ import json
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, Frame, NdjsonDecoder, SseDecoder
 from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # How the response body is cut into frames before a dialect sees them.
 FRAMING_SSE = "sse"
@@ -107,8 +108,16 @@ class GenericSse(Dialect):
             self.state.emit(ev.META, t_ms)
             self.state.set_terminal("[DONE]", t_ms)
             return ev.META
-        if b'"error"' in data[:64] and wrapped_error(load_json(data, self.state), self.state, t_ms):
-            return ev.ERROR
+        if b'"error"' in data:
+            obj = load_json(data, self.state)
+            if wrapped_error(obj, self.state, t_ms):
+                # The same chunk may carry its id and the final usage (OpenRouter does).
+                self.state.set_response_id(obj.get("id"))
+                counts = normalize_usage(obj.get("usage"))
+                if counts:
+                    self.state.set_usage(**counts)
+                    self.state.emit(ev.USAGE, t_ms)
+                return ev.ERROR
         self.state.emit(ev.UNKNOWN, t_ms)
         return ev.UNKNOWN
 

@@ -1,5 +1,5 @@
 """What each dialect's errors look like on the wire, for streamtap to inject (fault injection) or
-replay. Built from the documented shapes in PROTOCOLS.md; the text is streamtap's own, never a
+replay. Built from the shapes the providers document; the text is streamtap's own, never a
 provider's or a user's.
 """
 

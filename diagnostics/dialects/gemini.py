@@ -3,6 +3,10 @@
 
 Gemini has no end marker and no block events: the chunk carrying `finishReason` is the terminal,
 and a text or thought block ends when the kind of part changes or the finish arrives.
+
+With the code execution tool, the model writes an `executableCode` part, Google runs it, and a
+`codeExecutionResult` part follows: a provider-run tool (`server_tool_*` events), not a call the
+client must answer. An error chunk is read whole too: its `responseId` and usage still count.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ _BLOCK_EVENTS = {
 _RANK = {kind: rank for rank, kind in enumerate((
     ev.META, ev.USAGE, ev.TEXT_END, ev.REASONING_END, ev.UNKNOWN, ev.REASONING_START,
     ev.TEXT_START, ev.REASONING_DELTA, ev.TEXT_DELTA, ev.TOOL_INPUT_START, ev.TOOL_INPUT_END,
-    ev.TOOL_INPUT_DELTA, ev.TOOL_CALL, ev.FINISH, ev.ERROR))}
+    ev.TOOL_INPUT_DELTA, ev.TOOL_CALL, ev.SERVER_TOOL_END, ev.SERVER_TOOL_START, ev.FINISH,
+    ev.ERROR))}
 # Part fields that are neither the model's words nor a call (a signature is opaque metadata).
 _META_PART_KEYS = frozenset({"thoughtSignature", "thought", "videoMetadata", "partMetadata"})
 
@@ -44,6 +49,7 @@ class Gemini(Dialect):
         self._block: str | None = None  # _TEXT or _REASONING while one is streaming
         self._calls = 0  # function calls seen: the next call's index
         self._open_call: int | None = None  # a Vertex streamed-arguments call still open
+        self._code = 0  # executableCode parts seen: the key of the provider's latest code run
         self._finished = False
         self._usage: object = None  # the last usageMetadata seen, to skip repeats cheaply
         self._kind = ev.META  # the current frame's most telling kind
@@ -54,11 +60,15 @@ class Gemini(Dialect):
         if not isinstance(obj, dict):
             state.emit(ev.UNKNOWN, t_ms)
             return ev.UNKNOWN
+        state.set_response_id(obj.get("responseId"))
         if obj.get("error"):  # `{"error":{"code":503,"status":"UNAVAILABLE",...}}` inside a 200
             wrapped_error(obj, state, t_ms)
+            counts = normalize_usage(obj.get("usageMetadata"))
+            if counts:  # what the stream had used when it failed
+                state.set_usage(**counts)
+                state.emit(ev.USAGE, t_ms)
             return ev.ERROR
         self._kind = ev.META
-        state.set_response_id(obj.get("responseId"))
         candidates = obj.get("candidates")
         candidate = candidates[0] if isinstance(candidates, list) and candidates else None
         finish = None
@@ -99,6 +109,21 @@ class Gemini(Dialect):
         if isinstance(call, dict):
             self._end_block(t_ms)
             self._function_call(call, t_ms)
+            return
+        if isinstance(part.get("executableCode"), dict):
+            self._end_block(t_ms)
+            self._code += 1
+            self.state.server_tool_start(("code", self._code), "code_execution", t_ms)
+            self._bump(ev.SERVER_TOOL_START)
+            return
+        if isinstance(part.get("codeExecutionResult"), dict):
+            self._end_block(t_ms)
+            key = ("code", self._code)
+            if key not in self.state.server_tools:  # a result whose code part we never saw
+                self.state.server_tool_start(key, "code_execution", t_ms)
+                self._bump(ev.SERVER_TOOL_START)
+            if self.state.server_tool_end(key, t_ms):
+                self._bump(ev.SERVER_TOOL_END)
             return
         text = part.get("text")
         if text is not None:

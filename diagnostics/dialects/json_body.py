@@ -4,7 +4,7 @@ error fields from the body, never its content."""
 from __future__ import annotations
 
 from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.record.redact import scrub
+from streamtap.diagnostics.record.messages import provider_message
 from streamtap.diagnostics.verdict.stream import token
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, Dialect, error_fields, load_json
 from streamtap.diagnostics.dialects.usage import normalize_usage
@@ -61,12 +61,12 @@ class JsonBody(Dialect):
 
 
 def provider_error_summary(fields: dict | None) -> dict:
-    """The record's `error_type`/`error_code`/`error_message` from error fields (tokens, scrubbed)."""
+    """The record's `error_type`/`error_code`/`error_message` from error fields: tokens, and a
+    message cut to one short sentence without quoted spans or keys (see record/messages.py)."""
     if not fields:
         return {}
-    message = fields.get("message")
     return {
         "error_type": token(fields.get("type")),
         "error_code": token(fields.get("code")),
-        "error_message": scrub(message)[:300] if isinstance(message, str) else None,
+        "error_message": provider_message(fields.get("message")),
     }

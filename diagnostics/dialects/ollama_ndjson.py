@@ -64,6 +64,10 @@ class OllamaNdjson(Dialect):
             return ev.UNKNOWN
         if obj.get("error"):
             wrapped_error(obj, state, t_ms, shape="ndjson_error")
+            usage = normalize_usage(obj)
+            if usage:  # a line can carry the counts so far along with the error
+                state.set_usage(**usage)
+                state.emit(ev.USAGE, t_ms)
             return ev.ERROR
         if not any(key in obj for key in _KNOWN_KEYS):
             state.unknown_type(next(iter(obj), None), t_ms)

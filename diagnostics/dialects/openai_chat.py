@@ -6,6 +6,14 @@ Compatible servers differ in where they put things, so each is accepted: reasoni
 usage on an extra `choices: []` chunk, on the finish chunk, or inside `choices[0]` (Moonshot);
 tool-call arguments in pieces (OpenAI) or whole in one chunk (Ollama). Chat has no per-block end
 events, so a text or reasoning block ends when the kind of content switches or the finish arrives.
+
+Content may also be a list of typed parts instead of a string: Mistral's reasoning models send
+`delta.content` as `[{"type": "thinking", "thinking": [{"type": "text", "text": ...}]}]` or
+`[{"type": "text", "text": ...}]` (docs.mistral.ai, "Reasoning"). Each part counts by its type,
+and `delta_keys` names the path it travelled (`content[].thinking`, `content[].text`).
+
+A chunk can carry several facts at once (OpenRouter's error chunk also carries the final usage):
+ids, content, usage, the finish reason and an error are all read from every chunk.
 """
 
 from __future__ import annotations
@@ -25,6 +33,12 @@ COMPLETING_FINISH_REASONS = frozenset({"tool_calls", "function_call", "stop"})
 REASONING_KEYS = ("reasoning_content", "reasoning", "reasoning_details")
 # Model output that reads as the answer: `refusal` is the model's text too, in its own field.
 TEXT_KEYS = ("content", "refusal")
+# Typed content parts, by `type`: what the part is, and the field that holds its words. Part
+# types read as reasoning wherever they travel; text parts inside a reasoning field are reasoning.
+REASONING_PART_TYPES = {"thinking": "thinking", "reasoning": "text", "reasoning_text": "text"}
+TEXT_PART_TYPES = {"text": "text", "output_text": "text", "refusal": "refusal"}
+# Recognised parts that are not the model's words (Mistral's citations to tool results).
+META_PART_TYPES = frozenset({"reference"})
 
 # Most chunks are plain text, which OpenAI and most compatible servers write as compact JSON in
 # this key order. While a text block is open, such a chunk is recognised from its bytes (~4x
@@ -45,6 +59,16 @@ def _has_reasoning_text(details: object) -> bool:
         return bool(details)
     return any(isinstance(item, dict) and (item.get("text") or item.get("summary"))
                for item in details)
+
+
+def _has_words(value: object) -> bool:
+    """A part's words: a non-empty string, or a list of parts one of which has text (Mistral
+    nests `thinking` as a list of text parts)."""
+    if isinstance(value, str):
+        return value != ""
+    if isinstance(value, list):
+        return any(isinstance(part, dict) and _has_words(part.get("text")) for part in value)
+    return False
 
 
 def _is_whole_object(arguments: str) -> bool:
@@ -87,8 +111,6 @@ class OpenAIChat(Dialect):
         if not isinstance(choice, dict):
             choice = None
         finish = choice.get("finish_reason") if choice is not None else None
-        if obj.get("error") or finish == "error":
-            return self._error(obj, finish, t_ms)
         kind = ev.META
         if choice is not None:
             delta = choice.get("delta")
@@ -102,6 +124,8 @@ class OpenAIChat(Dialect):
                 state.emit(ev.USAGE, t_ms)
                 if kind == ev.META:
                     kind = ev.USAGE
+        if obj.get("error") or finish == "error":
+            return self._error(obj, finish, t_ms)
         if finish:
             self._finish(finish, t_ms)
             kind = ev.FINISH
@@ -123,22 +147,30 @@ class OpenAIChat(Dialect):
     def _delta(self, delta: dict, t_ms: float) -> str:
         state = self.state
         kind = ev.META
-        reasoning = False
+        reasoning: list[str] = []  # the delta_keys that carried reasoning in this chunk
+        text: list[str] = []
         for key in REASONING_KEYS:
             value = delta.get(key)
-            if value and (key != "reasoning_details" or _has_reasoning_text(value)):
-                state.delta_key(key)
-                reasoning = True
+            if isinstance(value, list) and key != "reasoning_details":
+                self._typed_parts(key, value, reasoning, reasoning, t_ms)
+            elif value and (key != "reasoning_details" or _has_reasoning_text(value)):
+                reasoning.append(key)
+        for key in TEXT_KEYS:
+            value = delta.get(key)
+            if isinstance(value, list):
+                self._typed_parts(key, value, reasoning, text, t_ms)
+            elif value:
+                text.append(key)
+        # One delta per chunk and kind, however many fields carried it; reasoning comes first.
         if reasoning:
+            for key in reasoning:
+                state.delta_key(key)
             self._open(_REASONING, t_ms)
             state.emit(ev.REASONING_DELTA, t_ms)
             kind = ev.REASONING_DELTA
-        text = False
-        for key in TEXT_KEYS:
-            if delta.get(key):
+        if text:
+            for key in text:
                 state.delta_key(key)
-                text = True
-        if text:  # one delta per chunk, however many fields carried it (as for reasoning)
             self._open(_TEXT, t_ms)
             state.emit(ev.TEXT_DELTA, t_ms)
             kind = ev.TEXT_DELTA
@@ -153,6 +185,27 @@ class OpenAIChat(Dialect):
                     if kind != ev.TOOL_CALL and found != ev.META:
                         kind = found
         return kind
+
+    def _typed_parts(self, field: str, parts: list, reasoning: list[str], text: list[str],
+                     t_ms: float) -> None:
+        """Sort a typed content list's parts with words into `reasoning` or `text` (as
+        `field[].type` keys); `text` is where text parts go (`reasoning` in a reasoning field)."""
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            part_type = part.get("type")
+            if part_type in REASONING_PART_TYPES:
+                found, words = reasoning, part.get(REASONING_PART_TYPES[part_type])
+            elif part_type in TEXT_PART_TYPES:
+                found, words = text, part.get(TEXT_PART_TYPES[part_type])
+            elif part_type in META_PART_TYPES:
+                continue
+            else:
+                self.state.unknown_type(f"{field}[].{part_type}", t_ms)
+                continue
+            key = f"{field}[].{part_type}"
+            if _has_words(words) and key not in found:
+                found.append(key)
 
     def _open(self, block: str, t_ms: float) -> None:
         """Start a text or reasoning block unless it is the one already open."""
@@ -217,9 +270,10 @@ class OpenAIChat(Dialect):
         state.emit(ev.FINISH, t_ms)
 
     def _error(self, obj: dict, finish: object, t_ms: float) -> str:
-        """An error inside the stream. OpenRouter's error chunk also says `finish_reason:
-        "error"`: that is recorded as the finish reason but is no FINISH event, because an error
-        does not move the phase (the model was still doing what it did before)."""
+        """An error inside the stream (read after the chunk's content and usage). OpenRouter's
+        error chunk also says `finish_reason: "error"`: that is recorded as the finish reason but
+        is no FINISH event, because an error does not move the phase (the model was still doing
+        what it did before)."""
         if finish != "error":
             wrapped_error(obj, self.state, t_ms)  # OpenAI's bare `{"error": {...}}` chunk
             return ev.ERROR

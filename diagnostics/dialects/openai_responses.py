@@ -9,6 +9,11 @@ whether the model wrote text, reasoning or tool arguments; the event type does.
 Most frames are text or reasoning deltas that are only counted, so those are dispatched on the
 SSE event name and probed for an empty `delta` without decoding the JSON. Frames whose fields
 matter (ids, tool calls, usage, errors), and frames without an event name, are decoded.
+
+Tools OpenAI runs itself arrive as output items of their own type (`web_search_call`,
+`file_search_call`, `code_interpreter_call`, `tool_search_call`, `image_generation_call`,
+`mcp_call`) with status events (`response.web_search_call.searching`, ...) between the item's
+`added` and `done`: they are provider-run tools (`server_tool_*` events), not function calls.
 """
 
 from __future__ import annotations
@@ -36,10 +41,15 @@ META_TYPES = frozenset({
 # Frames that are only counted: safe to classify from the event name without decoding.
 COUNTED = TEXT_DELTAS | REASONING_DELTAS | TEXT_DONE | REASONING_DONE | (
     META_TYPES - {"response.created"})
-# Server-side tools report their own status; the model is not writing anything there.
+# Output items the provider runs itself, and the events that report their status (the model is
+# not writing anything there). `local_shell_call` and `computer_call` are run by the client.
+SERVER_TOOL_ITEMS = frozenset({"web_search_call", "file_search_call", "code_interpreter_call",
+                               "tool_search_call", "image_generation_call", "mcp_call"})
 SERVER_TOOL_PREFIXES = ("response.web_search_call.", "response.file_search_call.",
-                        "response.code_interpreter_call", "response.image_generation_call.",
-                        "response.mcp_")
+                        "response.code_interpreter_call", "response.tool_search_call.",
+                        "response.image_generation_call.", "response.mcp_")
+# Status events that say a provider-run tool has finished.
+SERVER_TOOL_DONE_SUFFIXES = (".completed", ".failed")
 TOOL_ITEMS = frozenset({"function_call", "custom_tool_call"})
 ARGUMENT_DELTAS = frozenset({"response.function_call_arguments.delta",
                              "response.custom_tool_call_input.delta"})
@@ -102,8 +112,7 @@ class OpenAIResponses(Dialect):
         if kind == "error":
             return self._error_event(obj, t_ms)
         if kind.startswith(SERVER_TOOL_PREFIXES):
-            state.emit(ev.META, t_ms)
-            return ev.META
+            return self._server_tool_status(kind, obj, t_ms)
         state.unknown_type(kind, t_ms)
         return ev.UNKNOWN
 
@@ -140,6 +149,10 @@ class OpenAIResponses(Dialect):
     # -- tool calls ---------------------------------------------------------------------------
     def _item_added(self, obj: dict, t_ms: float) -> str:
         item = obj.get("item")
+        if isinstance(item, dict) and item.get("type") in SERVER_TOOL_ITEMS:
+            tool_type = item["type"].removesuffix("_call")
+            self.state.server_tool_start(_index(obj, -1), tool_type, t_ms)
+            return ev.SERVER_TOOL_START
         if not isinstance(item, dict) or item.get("type") not in TOOL_ITEMS:
             self.state.emit(ev.META, t_ms)
             return ev.META
@@ -163,6 +176,14 @@ class OpenAIResponses(Dialect):
     def _item_done(self, obj: dict, t_ms: float) -> str:
         state = self.state
         item = obj.get("item")
+        if isinstance(item, dict) and item.get("type") in SERVER_TOOL_ITEMS:
+            index = _index(obj, -1)
+            if index not in state.server_tools:  # an item we never saw start arrives whole
+                state.server_tool_start(index, item["type"].removesuffix("_call"), t_ms)
+            if state.server_tool_end(index, t_ms):
+                return ev.SERVER_TOOL_END
+            state.emit(ev.META, t_ms)  # its `.completed` status event already ended it
+            return ev.META
         if not isinstance(item, dict) or item.get("type") not in TOOL_ITEMS:
             state.emit(ev.META, t_ms)
             return ev.META
@@ -179,6 +200,22 @@ class OpenAIResponses(Dialect):
         state.emit(ev.TOOL_INPUT_END, t_ms)
         state.emit(ev.TOOL_CALL, t_ms)
         return ev.TOOL_CALL
+
+    def _server_tool_status(self, kind: str, obj: dict, t_ms: float) -> str:
+        """`response.web_search_call.searching` and the like: still running, or (`.completed`,
+        `.failed`) done. An MCP tool listing is the provider's bookkeeping, not a tool run."""
+        state = self.state
+        index = _index(obj, -1)
+        if index not in state.server_tools or kind.startswith("response.mcp_list_tools"):
+            state.emit(ev.META, t_ms)
+            return ev.META
+        if kind.endswith(SERVER_TOOL_DONE_SUFFIXES):
+            if state.server_tool_end(index, t_ms):
+                return ev.SERVER_TOOL_END
+            state.emit(ev.META, t_ms)
+            return ev.META
+        state.server_tool_step(t_ms)
+        return ev.SERVER_TOOL_DELTA
 
     # -- terminals and errors -------------------------------------------------------------------
     def _terminal(self, kind: str, obj: dict, t_ms: float) -> str:

@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
-from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
+from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
 from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
-from streamtap.diagnostics.record.request_summary import summarize_request
+from streamtap.diagnostics.record.request_summary import (keys_from_tail, summarize_partial_body,
+                                                            summarize_request)
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
 from streamtap.diagnostics.verdict.stream import StreamState
@@ -54,12 +56,19 @@ class Ending:
     upstream_end_ms: float | None = None
     downstream_end_ms: float | None = None
     watchdog: dict = field(default_factory=dict)
+    # A stale pooled connection retried (proxy/serve/upstream.py): a fixed reason and an error
+    # fingerprint, whose message passes the secret scrubber like every `error` here.
+    upstream_retry: dict | None = None
+    # Evidence codes the proxy saw that decide no verdict but explain one, e.g.
+    # `path_repeats_route_prefix`; fixed codes, never text from the request.
+    notes: list[str] = field(default_factory=list)
 
 
 class Recorder:
     def __init__(self, *, trace_id: str, session_id: str, message_id: str | None,
                  started_at: str, route: str, provider: str, configured_dialect: str | None = None,
-                 limits: Limits = Limits(), capture: bool = False):
+                 limits: Limits = Limits(), capture: bool = False,
+                 upstream_url: str | None = None):
         self.limits = limits
         self.trace_id = trace_id
         self.session_id = session_id
@@ -67,17 +76,24 @@ class Recorder:
         self.started_at = started_at
         self.route = route
         self.provider = provider
+        # scheme://host:port/path from the route's configured URL and the redacted request path:
+        # never the query (where `?key=` API keys travel), so it holds no secret and no content.
+        self.upstream_url = upstream_url
         self.configured_dialect = configured_dialect
         self.capture = capture
         self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
         self.marks["request_received"] = 0.0
         self.request: dict = {}
+        self._real_path = ""
+        self._partial_json = False  # a streamed JSON request body: its tail may name the model
         self.response: dict | None = None
         self.request_id: str | None = None
         self.state = StreamState()
         self.shapes = ShapeTable(max_shapes=limits.max_shapes)
         self.body_shape: int | None = None  # the shape of a whole JSON body (json dialect)
         self.dialect: Dialect | None = None
+        # How the dialect was chosen: one of the fixed DIALECT_SOURCES names, never request text.
+        self.dialect_source: str | None = None
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
         self._decompress = None
         self._body: bytearray | None = None
@@ -90,8 +106,14 @@ class Recorder:
         self.max_gap_ms = 0.0
 
     # -- the named points -----------------------------------------------------------------
-    def on_request(self, method: str, raw_path: str, headers, body: bytes) -> None:
+    def on_request(self, method: str, raw_path: str, headers, body: bytes,
+                   complete: bool = True) -> None:
+        """`body` is the whole request body, or (`complete` False) the first bytes of one too
+        large to hold: it is streamed upstream and `on_request_body_end` tells its end."""
         path, _, query = raw_path.partition("?")
+        # The dialect is chosen from the real path: the recorded one may have a segment redacted.
+        # Kept in memory only, never written to the record.
+        self._real_path = path
         self.request = {
             "method": method,
             "path": redact_path(path),
@@ -99,9 +121,21 @@ class Recorder:
             "body_bytes": len(body),
             "headers": keep_headers(headers, REQUEST_HEADERS_KEPT),
         }
-        self.request.update(summarize_request(body, path))
+        self._partial_json = not complete and body.lstrip()[:1] == b"{"
+        if complete:
+            self.request.update(summarize_request(body, path))
+        else:
+            self.request.update(summarize_partial_body(body, path))
         names = self.request.get("tool_names") or ()
         self.state.defined_tool_names = self.shapes.defined_tool_names = frozenset(names)
+
+    def on_request_body_end(self, body_bytes: int, tail: bytes) -> None:
+        """A streamed request body was sent whole: its size, and its last bytes (a model key an
+        SDK writes after the messages is found there)."""
+        self.request["body_bytes"] = body_bytes
+        if self._partial_json:
+            for key, value in keys_from_tail(tail).items():
+                self.request.setdefault(key, value)
 
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""
@@ -116,10 +150,12 @@ class Recorder:
         self.response = {"status": status, "content_type": content_type,
                          "content_encoding": encoding, "headers": kept}
         self.request_id = find_request_id(kept)
-        dialect_class = choose_dialect(self.configured_dialect, self.request.get("path", ""),
-                                       content_type)
+        dialect_class, self.dialect_source = choose(self.configured_dialect, self._real_path,
+                                                    content_type)
         if status >= 400 and dialect_class.framing != FRAMING_BODY:
             dialect_class = JsonBody  # an error body is JSON whatever the route streams
+            self.dialect_source = (SOURCE_CONTENT_TYPE if "json" in (content_type or "")
+                                   else SOURCE_FALLBACK)
         self.dialect = dialect_class(self.state)
         framing = dialect_class.framing
         if framing == FRAMING_BODY:
@@ -181,6 +217,9 @@ class Recorder:
             elif frame.unterminated:
                 kind = ev.UNTERMINATED  # not interpreted: clients drop it too
                 shape = None
+            elif frame.oversized:  # its data was not kept (memory is bounded): nothing to read
+                kind = ev.UNKNOWN
+                shape = None
             else:
                 kind = dialect_frame(frame, t_ms)
                 shape = shape_of(frame.event, frame.data, kind)
@@ -204,6 +243,8 @@ class Recorder:
                 self._on_frames(leftover, t_ms)
             if self._decoder.overlong_lines:
                 self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
+            if getattr(self._decoder, "oversized_events", 0):
+                self.state.protocol_errors["event_too_long"] = self._decoder.oversized_events
         if self._body is not None and self.dialect is not None:
             body = bytes(self._body)
             self.dialect.on_body(body, t_ms)
@@ -211,6 +252,12 @@ class Recorder:
                 self.body_shape = self.shapes.index_of(None, body, "body")
         if self.dialect is not None:
             self.dialect.on_end(t_ms)
+
+    def _source(self) -> str | None:
+        """A sniffed stream whose frames proved no dialect fell back to plain `sse`."""
+        if isinstance(self.dialect, SniffingSse) and self.dialect.sniffed is None:
+            return SOURCE_FALLBACK
+        return self.dialect_source if self.dialect is not None else None
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, ending: Ending, duration_ms: float) -> dict:
@@ -243,7 +290,7 @@ class Recorder:
                          {"error_type": None, "error_code": None, "error_message": None})
         frames = [[round(t, 1), size, kind, shape]
                   for t, size, kind, shape in (*self._head, *self._tail)]
-        record = {
+        identity = {
             "schema_version": SCHEMA_VERSION,
             "trace_id": self.trace_id,
             "session_id": self.session_id,
@@ -252,6 +299,11 @@ class Recorder:
             "route": self.route,
             "provider": self.provider,
             "dialect": self.dialect.name if self.dialect else None,
+            "dialect_source": self._source(),
+            "upstream_url": self.upstream_url,
+        }
+        record = {
+            **identity,
             "request": self.request,
             "response": self.response,
             "correlation": {"request_id": self.request_id, "response_id": state.response_id},
@@ -275,6 +327,7 @@ class Recorder:
                 "terminal": state.terminal,
                 "unknown_types": list(state.unknown_types),
                 "tool_calls": [call.as_dict() for call in state.tool_calls.values()],
+                "server_tools": [tool.as_dict() for tool in state.server_tools.values()],
                 "errors": list(state.errors),
                 "protocol_errors": dict(state.protocol_errors),
                 "body_shape": self.body_shape,
@@ -287,7 +340,10 @@ class Recorder:
             },
             "watchdog": {**ending.watchdog, "fired": ending.watchdog_fired},
             "fault": ending.fault,
+            "upstream_retry": ending.upstream_retry,
             "capture": self.capture,
         }
-        record["outcome"] = classify(Facts.from_record(record, state, ending))
-        return record
+        outcome = classify(Facts.from_record(record, state, ending))
+        # The verdict right after the identity fields, so `head` of a record file shows it.
+        return {**identity, "outcome": outcome,
+                **{key: value for key, value in record.items() if key not in identity}}

@@ -7,6 +7,9 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+# `scrub` and `REDACTED` are re-exported: every module that redacts imports them from here.
+from streamtap.diagnostics.record.secrets import REDACTED, looks_like_key, scrub  # noqa: F401
+
 REQUEST_HEADERS_KEPT = frozenset({
     "content-type", "accept", "user-agent", "anthropic-version", "anthropic-beta", "openai-beta",
     "x-stainless-lang", "x-stainless-package-version", "x-stainless-runtime",
@@ -21,25 +24,8 @@ RATELIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit-")
 # Where a request or response id travels, most specific first.
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-generation-id", "cf-ray")
 
-_SECRET = re.compile(
-    r"""
-      sk-[A-Za-z0-9_\-*.]{6,}                          # OpenAI / Anthropic / DeepSeek style keys
-    | (?i:bearer|basic)\s+[A-Za-z0-9._~+/=\-*]+         # credentials with their scheme
-    | eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}(?:\.[A-Za-z0-9_\-]*)?   # JWT-like
-    | AIza[A-Za-z0-9_\-]{20,}                          # Google API keys
-    | (?<![A-Za-z0-9])(?:org|proj)[-_][A-Za-z0-9]{16,}  # OpenAI organization / project ids
-    | (?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{32,}={0,2}  # long base64 / hex tokens
-    """,
-    re.VERBOSE,
-)
-REDACTED = "[REDACTED]"
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _VERTEX_PROJECT = re.compile(r"/projects/[^/]+")
-
-
-def scrub(text: str) -> str:
-    """Replace anything that looks like a credential. Cheap when there is nothing to replace."""
-    return _SECRET.sub(REDACTED, text)
 
 
 def keep_headers(headers: Iterable[tuple[str, str]], allowed: frozenset[str],
@@ -64,20 +50,33 @@ def find_request_id(headers: dict[str, str]) -> str | None:
 def safe_id(raw: str | None) -> str | None:
     """An id that can name a folder or file: `[A-Za-z0-9._-]{1,128}`, not `.` or `..`, else a hash.
 
-    Hashing (not truncating) keeps distinct ids distinct while no id can climb out of the trace dir.
+    README's rule, exactly: the id is the user's own label (a UUID, a 40-character session id), so
+    it is kept as given and never judged by the secret scrubber. Hashing (not truncating) keeps
+    distinct ids distinct while no id can climb out of the trace dir.
     """
     if raw is None or raw == "":
         return None
-    if _SAFE_ID.fullmatch(raw) and raw not in (".", "..") and scrub(raw) == raw:
+    if _SAFE_ID.fullmatch(raw) and raw not in (".", ".."):
         return raw
+    return hashed_id(raw)
+
+
+def hashed_id(raw: str) -> str:
+    """A stable stand-in for a string that may not be kept: distinct inputs stay distinct."""
     digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return f"h-{digest}"
 
 
 def redact_path(path: str) -> str:
-    """The request path for a record: never the query; Vertex project ids and secrets removed."""
-    path = path.split("?", 1)[0]
-    return scrub(_VERTEX_PROJECT.sub("/projects/*", path))[:512]
+    """The request path for a record: never the query; Vertex project ids removed; a segment that
+    looks like a key (some gateways put one in the path) replaced whole, every other segment kept.
+
+    Segment by segment, so gateway paths (`/openai/deployments/<name>/chat/completions`) stay
+    readable: the scrubber judges one segment at a time, never the path as one long token.
+    """
+    path = _VERTEX_PROJECT.sub("/projects/*", path.split("?", 1)[0])
+    return "/".join(REDACTED if looks_like_key(segment) else segment
+                    for segment in path.split("/"))[:512]
 
 
 def query_keys(raw_query: str) -> list[str]:

@@ -114,3 +114,36 @@ def summarize_request(body: bytes, path: str) -> dict:
     if isinstance(include_usage, bool):
         summary["stream_options.include_usage"] = include_usage
     return summary
+
+
+# A key in JSON text: a quote right before `model` and after it. Inside a JSON string a quote is
+# escaped (`\"model\"`), so message text can never match, only a real key does.
+_MODEL_KEY = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
+_STREAM_KEY = re.compile(rb'"stream"\s*:\s*(true|false)\b')
+
+
+def summarize_partial_body(head: bytes, path: str) -> dict:
+    """What can be said of a JSON body too large to parse whole, from its first bytes: the model
+    and the stream flag, never counts, which need the whole body (`summary_truncated` says so in
+    the record). `keys_from_tail` adds what the body's last bytes say."""
+    summary: dict = {"summary_truncated": True}
+    path_model = _GEMINI_MODEL.search(path)
+    if path_model:
+        summary["model"] = token(path_model.group(1))
+    if head.lstrip()[:1] == b"{":
+        summary.update({key: value for key, value in keys_from_tail(head).items()
+                        if key not in summary})
+    return summary
+
+
+def keys_from_tail(text: bytes) -> dict:
+    """`model` and `stream` where they appear as keys in a piece of JSON text (SDKs write them
+    first or last, around the messages)."""
+    found: dict = {}
+    model = _MODEL_KEY.search(text)
+    if model:
+        found["model"] = token(model.group(1).decode("utf-8", "replace"))
+    stream = _STREAM_KEY.search(text)
+    if stream:
+        found["stream"] = stream.group(1) == b"true"
+    return found

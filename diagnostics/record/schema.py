@@ -33,18 +33,25 @@ def upgrade(record: dict) -> dict:
     return record
 
 
-def index_line(record: dict) -> dict:
-    """The one-line summary of a record that goes to the session's index.jsonl."""
+def index_line(record: dict, file: str | None = None) -> dict:
+    """The one-line summary of a record that goes to the session's index.jsonl: everything `ls`
+    shows, so listing never opens a record. `file` is the record's file name in its session
+    folder (a time stamp and the trace id: no secret, no content)."""
     outcome = record.get("outcome") or {}
     request = record.get("request") or {}
     response = record.get("response") or {}
     timeline = record.get("timeline") or {}
+    fault = record.get("fault") or {}
     return {
         "schema_version": record["schema_version"],
         "trace_id": record["trace_id"],
         "started_at": record["started_at"],
+        "session_id": record.get("session_id"),
+        "message_id": record.get("message_id"),
         "route": record["route"],
+        "provider": record.get("provider"),
         "dialect": record.get("dialect"),
+        "dialect_source": record.get("dialect_source"),
         "method": request.get("method"),
         "path": request.get("path"),
         "model": request.get("model"),
@@ -56,5 +63,7 @@ def index_line(record: dict) -> dict:
         "ttfb_ms": timeline.get("first_byte"),
         "duration_ms": timeline.get("duration_ms"),
         "frames": (record.get("stream") or {}).get("frame_count"),
+        "fault": fault.get("name"),
+        "file": file,
         "summary": outcome.get("summary"),
     }

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import re
 
+from streamtap.diagnostics.record.secrets import looks_like_key
+
 STR = "$str"  # any non-empty string that is not a kind name
 OBJ = "$obj"  # an object whose keys may be content (tool arguments, schemas)
 TEXT = "$text"  # a non-JSON data payload that is not a short token
@@ -35,10 +37,16 @@ ID_KEYS = frozenset({"id", "responseId", "call_id", "item_id", "tool_call_id", "
 COUNTER_KEYS = frozenset({"sequence_number"})
 NAME_KEYS = frozenset({"name"})
 
+# What a hostile upstream could put in a slot that is structure (a JSON key, an event name, an
+# SSE comment, a kind value) is capped in length and character set, and must not look like a key.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/\-\[\]]{1,64}")
+_EVENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}")
 _ID_PREFIX = re.compile(r"[A-Za-z]+[-_]")
-_COMMENT = re.compile(r"[A-Za-z0-9 _.:\-]{0,40}")
+# a keepalive marker: at most three short words (`OPENROUTER PROCESSING`, `ping`, `keep-alive`)
+_COMMENT = re.compile(r"(?:[A-Za-z0-9_.:\-]{1,24}(?: [A-Za-z0-9_.:\-]{1,24}){0,2})?")
+# Plain-text `data:` payloads that are protocol markers, not words of a reply.
+DATA_MARKERS = frozenset({"[DONE]"})
 
 
 def signature(event: str | None, kind: str, data: bytes) -> tuple:
@@ -81,7 +89,7 @@ class ShapeTable:
     def _comment(data: bytes) -> str:
         """An SSE comment's text is a provider's keepalive marker (`OPENROUTER PROCESSING`)."""
         text = data.decode("utf-8", "replace").strip()
-        return text if _COMMENT.fullmatch(text) else STR
+        return text if len(text) <= 40 and _COMMENT.fullmatch(text) and _clean(text) else STR
 
     def _store(self, shape: dict) -> int | None:
         text = json.dumps(shape, sort_keys=True, separators=(",", ":"))
@@ -95,19 +103,20 @@ class ShapeTable:
         return index
 
     def shape(self, event: str | None, data: bytes) -> dict:
-        shape: dict = {"event": _token(event)} if event else {}
+        shape: dict = {"event": _event_name(event)} if event else {}
         try:
             obj = json.loads(data)
         except ValueError:
+            # a word of a plain-text stream is content: only a known marker is kept
             text = data.decode("utf-8", "replace")
-            shape["data"] = text if _TOKEN.fullmatch(text) else TEXT
+            shape["data"] = text if text in DATA_MARKERS else TEXT
             return shape
         shape["json"] = self._skeleton(obj, None, False)
         return shape
 
     def _skeleton(self, value: object, key: str | None, in_error: bool) -> object:
         if isinstance(value, dict):
-            if key in OPAQUE_KEYS or not all(_IDENT.fullmatch(k) for k in value):
+            if key in OPAQUE_KEYS or not all(_IDENT.fullmatch(k) and _clean(k) for k in value):
                 return OBJ
             inside_error = key == "error"
             return {k: self._skeleton(v, k, inside_error) for k, v in value.items()}
@@ -125,7 +134,7 @@ class ShapeTable:
         if value == "":
             return ""
         if key in STRUCTURAL_KEYS or (in_error and key in ERROR_KEYS):
-            return value if _TOKEN.fullmatch(value) else STR
+            return value if _TOKEN.fullmatch(value) and _clean(value) else STR
         if key in ID_KEYS:
             return self._id_marker(value)
         if key in NAME_KEYS and value in self.defined_tool_names:
@@ -141,7 +150,12 @@ class ShapeTable:
         return marker
 
 
-def _token(value: str | None) -> str | None:
+def _event_name(value: str | None) -> str | None:
     if value is None:
         return None
-    return value if _TOKEN.fullmatch(value) else STR
+    return value if _EVENT_NAME.fullmatch(value) and _clean(value) else STR
+
+
+def _clean(text: str) -> bool:
+    """Whether the secret scrubber leaves a structural string as it is."""
+    return not looks_like_key(text)

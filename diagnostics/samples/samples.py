@@ -58,6 +58,13 @@ def sample_ending(record: dict) -> str:
     return "terminal" if record["stream"].get("terminal") else "clean_close"
 
 
+def answered_by_streamtap(record: dict) -> bool:
+    """streamtap refused the request itself (no such route, a bad fault header, too large, a
+    header too long): nothing reached a provider, so the record says nothing about one."""
+    outcome = record.get("outcome") or {}
+    return outcome.get("boundary") == "proxy" and not record.get("response")
+
+
 def sample_dialect(record: dict) -> str | None:
     return streamed_dialect(record.get("dialect"), (record.get("response") or {}).get("status"),
                             record.get("request") or {})

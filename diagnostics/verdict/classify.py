@@ -52,6 +52,11 @@ class Facts:
     unterminated: bool = False
     max_gap_ms: float = 0.0
     all_forwarded: bool = False  # the client was sent every byte the upstream sent
+    server_tools: list[dict] = field(default_factory=list)  # tools the provider ran itself
+    upstream_retried: bool = False  # a stale pooled connection was retried on a fresh one
+    stream_requested: bool = False  # the request body said `"stream": true`
+    content_type: str | None = None  # the response's media type, lower case, no parameters
+    notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -85,6 +90,11 @@ class Facts:
             unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
             max_gap_ms=record["timeline"]["max_gap_ms"],
             all_forwarded=(record["downstream"]["bytes"] or 0) >= stream["bytes"],
+            server_tools=stream.get("server_tools") or [],
+            upstream_retried=bool(record.get("upstream_retry")),
+            stream_requested=(record.get("request") or {}).get("stream") is True,
+            content_type=media_type((record.get("response") or {}).get("content_type")),
+            notes=list(getattr(ending, "notes", ())),
         )
 
 
@@ -108,6 +118,10 @@ def rule(fn: Rule) -> Rule:
 
 
 # -- helpers the rules share ------------------------------------------------------------------
+def media_type(content_type: str | None) -> str | None:
+    return content_type.split(";", 1)[0].strip().lower() if content_type else None
+
+
 def stream_phase(f: Facts) -> str:
     return ev.BEFORE_RESPONSE if f.status is None else f.phase
 
@@ -123,6 +137,13 @@ def doing(f: Facts, phase: str | None) -> str:
         call = f.completed_tools[-1]
         name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
         return f"right after tool call {name} completed"
+    if phase in (ev.SERVER_TOOL, ev.AFTER_SERVER_TOOL):
+        running = [tool for tool in f.server_tools if not tool["completed"]]
+        last = (running or f.server_tools or [{"type": None}])[-1]
+        label = ev.server_tool_label(last["type"])
+        if phase == ev.SERVER_TOOL:
+            return f"while the provider was running its {label}"
+        return f"right after the provider's {label} returned its result"
     if phase == ev.AFTER_FINISH:
         reason = f" (finish reason `{f.finish_reason}`)" if f.finish_reason else ""
         return f"after the model had finished{reason}"
@@ -141,6 +162,8 @@ def side_evidence(f: Facts) -> list[str]:
     extra = sorted(f.protocol_errors)
     if f.unterminated:
         extra.append("unterminated_frame")
+    if f.upstream_retried:
+        extra.append("upstream_retry")
     return extra
 
 
@@ -207,13 +230,24 @@ def proxy_answered(f: Facts) -> Verdict | None:
     if not f.proxy_reason:
         return None
     reason = f.proxy_reason
-    retryable = False if reason in ("request_too_large", "bad_fault_header") else None
+    retryable = None if reason == "internal_error" else False
     text = {
+        "unknown_route": f"no route `{f.provider}` is configured, so streamtap answered 404 and "
+                         "sent nothing upstream; the first path segment of a base URL names the "
+                         "route (see the routes streamtap prints at start)",
+        "header_too_long": "a request header (or the request line) was longer than streamtap's "
+                           "max_header_bytes, so streamtap answered 431 and sent nothing "
+                           "upstream",
+        "malformed_request": "streamtap could not parse the request, so it answered 400 and "
+                             "sent nothing upstream",
         "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
                              "answered 413 and sent nothing upstream",
         "internal_error": "streamtap hit an internal error and ended the exchange",
         "bad_fault_header": "the x-streamtap-fault header was malformed, so streamtap answered "
                             "400 and sent nothing upstream",
+        "path_dot_segments_refused": "the path had a `..` segment that would leave the route's "
+                                     "base path, so streamtap answered 400 and sent nothing "
+                                     "upstream",
     }.get(reason, f"streamtap ended the exchange itself ({reason})")
     return Verdict("proxy", stream_phase(f), "high", [reason] + side_evidence(f), retryable,
                    text[0].upper() + text[1:] + ".")
@@ -256,8 +290,14 @@ def could_not_connect(f: Facts) -> Verdict | None:
     if code:
         evidence.append(str(code).lower())
     what = "could not connect to" if connect else "got no response headers from"
+    # the message is built by streamtap from the errno name (verdict/errors.py), never a
+    # library's text: "the name api.openai.com could not be resolved"
+    message = error.get("message")
+    why = f": {message} ({code})" if message else f" ({code})"
+    hint = (" Check the host in the route's URL and this machine's DNS."
+            if str(code).startswith("EAI_") else "")
     return Verdict("transport", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f), True,
-                   f"streamtap {what} {f.provider} ({code}); nothing was streamed.")
+                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}")
 
 
 @rule
@@ -312,6 +352,22 @@ def upstream_broke(f: Facts) -> Verdict | None:
 
 
 @rule
+def stream_answered_with_json(f: Facts) -> Verdict | None:
+    """`stream: true` answered by one JSON body: an SDK iterating the stream yields no event and
+    raises nothing, the "empty reply" this tool exists to explain."""
+    if not f.stream_requested or f.status is None or f.status >= 400:
+        return None
+    if f.content_type != "application/json":
+        return None
+    return Verdict("protocol", ev.COMPLETE, "high",
+                   ["stream_requested_json_answered"] + side_evidence(f), False,
+                   f"The request asked for a stream (`stream: true`) but {f.provider} answered "
+                   "with one JSON body (application/json), not an event stream: a streaming "
+                   "client reads no events from it and may show an empty reply without an "
+                   "error.")
+
+
+@rule
 def completed_with_terminal(f: Facts) -> Verdict | None:
     if f.terminal is None:
         return None
@@ -352,6 +408,23 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
                    f"without the terminal event, {doing(f, phase)}; {tail}")
 
 
+NOTE_SENTENCES = {
+    "path_repeats_route_prefix": "The forwarded path repeats the route URL's own path prefix "
+                                 "(such as `/v1/v1/`): the client's base URL adds a prefix the "
+                                 "route URL already ends with.",
+}
+
+
+def armed_not_fired(f: Facts) -> str | None:
+    """A rule chosen for the request whose trigger never came: said, so that a "completed
+    normally" is not read as "the fault did not work"."""
+    fault = f.fault
+    if not fault or fault.get("fired"):
+        return None
+    return (f"Fault rule `{fault.get('name')}` was armed for this request but its trigger "
+            f"`{fault.get('at')}` was never reached, so it did not fire.")
+
+
 def classify(f: Facts) -> dict:
     """The record's `outcome`: the first rule that speaks decides."""
     for check in RULES:
@@ -360,6 +433,13 @@ def classify(f: Facts) -> dict:
             break
     else:  # pragma: no cover - closed_without_terminal always speaks
         verdict = Verdict("unknown", None, "low", [], None, "streamtap could not tell.")
+    for code in f.notes:
+        verdict.evidence.append(code)
+        verdict.summary += " " + NOTE_SENTENCES.get(code, f"({code})")
+    armed = armed_not_fired(f)
+    if armed:
+        verdict.evidence.append("fault_armed_not_fired")
+        verdict.summary += " " + armed
     return {
         "ok": verdict.boundary == "none",
         "boundary": verdict.boundary,

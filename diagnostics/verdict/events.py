@@ -14,6 +14,11 @@ TOOL_INPUT_START = "tool_input_start"
 TOOL_INPUT_DELTA = "tool_input_delta"
 TOOL_INPUT_END = "tool_input_end"
 TOOL_CALL = "tool_call"
+# A tool the provider runs itself inside the stream (web search, code execution, file search):
+# started, still running (its input or a status update), ended (its result arrived).
+SERVER_TOOL_START = "server_tool_start"
+SERVER_TOOL_DELTA = "server_tool_delta"
+SERVER_TOOL_END = "server_tool_end"
 FINISH = "finish"
 USAGE = "usage"
 ERROR = "error"
@@ -27,6 +32,7 @@ EVENT_KINDS = (
     TEXT_START, TEXT_DELTA, TEXT_END,
     REASONING_START, REASONING_DELTA, REASONING_END,
     TOOL_INPUT_START, TOOL_INPUT_DELTA, TOOL_INPUT_END, TOOL_CALL,
+    SERVER_TOOL_START, SERVER_TOOL_DELTA, SERVER_TOOL_END,
     FINISH, USAGE, ERROR, KEEPALIVE, META, UNKNOWN,
 )
 
@@ -36,6 +42,7 @@ PROGRESS_KINDS = frozenset({
     REASONING_START, REASONING_DELTA,
     TOOL_INPUT_START, TOOL_INPUT_DELTA,
     TOOL_CALL,
+    SERVER_TOOL_START, SERVER_TOOL_DELTA, SERVER_TOOL_END,
 })
 
 # Phases: what the model was doing last.
@@ -45,11 +52,13 @@ REASONING = "reasoning"
 TEXT = "text"
 TOOL_INPUT = "tool_input"
 AFTER_TOOL_CALL = "after_tool_call"
+SERVER_TOOL = "server_tool"  # the provider was running a tool of its own
+AFTER_SERVER_TOOL = "after_server_tool"  # its result had arrived; the model had not gone on
 AFTER_FINISH = "after_finish"
 COMPLETE = "complete"
 
 PHASES = (BEFORE_RESPONSE, BEFORE_PROGRESS, REASONING, TEXT, TOOL_INPUT, AFTER_TOOL_CALL,
-          AFTER_FINISH, COMPLETE)
+          SERVER_TOOL, AFTER_SERVER_TOOL, AFTER_FINISH, COMPLETE)
 
 # The phase an event moves the stream into; kinds not listed leave the phase where it was
 # (an error frame, in particular, does not move it).
@@ -58,8 +67,26 @@ PHASE_OF_KIND = {
     REASONING_START: REASONING, REASONING_DELTA: REASONING, REASONING_END: REASONING,
     TOOL_INPUT_START: TOOL_INPUT, TOOL_INPUT_DELTA: TOOL_INPUT, TOOL_INPUT_END: TOOL_INPUT,
     TOOL_CALL: AFTER_TOOL_CALL,
+    SERVER_TOOL_START: SERVER_TOOL, SERVER_TOOL_DELTA: SERVER_TOOL,
+    SERVER_TOOL_END: AFTER_SERVER_TOOL,
     FINISH: AFTER_FINISH,
 }
+
+# Provider-run tools by the type streamtap records, as a sentence names them ("while the provider
+# was running its web search"). Types not listed read as their words (`image_generation`).
+SERVER_TOOL_LABELS = {
+    "web_search": "web search", "web_fetch": "web fetch", "file_search": "file search",
+    "tool_search": "tool search", "code_execution": "code execution",
+    "bash_code_execution": "code execution", "text_editor_code_execution": "code execution",
+    "code_interpreter": "code interpreter", "mcp": "MCP tool call",
+}
+
+
+def server_tool_label(kind: str | None) -> str:
+    if not kind:
+        return "tool"
+    return SERVER_TOOL_LABELS.get(kind) or kind.replace("_", " ")
+
 
 BOUNDARIES = (
     "none", "client_abort", "watchdog", "transport", "provider_close", "provider_error",

@@ -2,7 +2,7 @@
 
 Dialects write here through a few small methods and never keep content: a string reaches this
 state only as a provider token (finish reason, error type, event name), checked by `token()`, or
-as an error message that passes the secret scrubber and a length cap.
+as an error message cut to a short sentence without quoted spans or keys (record/messages.py).
 """
 
 from __future__ import annotations
@@ -10,15 +10,18 @@ from __future__ import annotations
 import re
 
 from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.record.messages import provider_message
 from streamtap.diagnostics.record.redact import scrub
 
-_TOKEN = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+# `[]` is allowed for the field paths `delta_keys` names inside typed lists (`content[].thinking`).
+_TOKEN = re.compile(r"[A-Za-z0-9_.:/\[\]-]{1,64}")
 # Provider-generated response ids: long enough that the scrubber's token rule would eat them.
 _RESPONSE_ID = re.compile(r"(?:chatcmpl-|chatcmpl_|resp_|msg_|gen-)[A-Za-z0-9_-]{1,120}")
 MAX_ERRORS = 20
 MAX_UNKNOWN_TYPES = 20
 MAX_TOOL_CALLS = 256
 MAX_DELTA_KEYS = 16
+MAX_SERVER_TOOLS = 64
 
 
 def token(value: object) -> str | None:
@@ -30,7 +33,7 @@ def token(value: object) -> str | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, str) and _TOKEN.fullmatch(value):
+    if isinstance(value, str) and _TOKEN.fullmatch(value) and scrub(value) == value:
         return value
     return "<non-token>"
 
@@ -52,6 +55,23 @@ class ToolCall:
                 "completed": self.completed}
 
 
+class ServerTool:
+    """A tool the provider ran itself (web search, code execution): its type and whether its
+    result arrived. Nothing else is kept: its input and output are the user's content."""
+
+    __slots__ = ("index", "type", "started_ms", "completed")
+
+    def __init__(self, index: int, type: str | None, started_ms: float):
+        self.index = index
+        self.type = type
+        self.started_ms = started_ms
+        self.completed = False
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "type": self.type, "started_ms": round(self.started_ms, 1),
+                "completed": self.completed}
+
+
 class StreamState:
     """The accumulator a dialect feeds. Times are milliseconds since the request arrived."""
 
@@ -65,6 +85,8 @@ class StreamState:
         self.terminal_ms: float | None = None
         self.unknown_types: list[str] = []
         self.tool_calls: dict[int, ToolCall] = {}
+        # Provider-run tools, by the dialect's own key for them (a block index, an output index).
+        self.server_tools: dict[object, ServerTool] = {}
         self.errors: list[dict] = []
         self.response_id: str | None = None
         self.first_event_ms: float | None = None
@@ -131,13 +153,12 @@ class StreamState:
         self.emit(ev.ERROR, t_ms)
         if len(self.errors) >= MAX_ERRORS:
             return
-        text = message if isinstance(message, str) else None
         self.errors.append({
             "shape": shape,
             "t_ms": round(t_ms, 1),
             "type": token(type),
             "code": token(code),
-            "message": scrub(text)[:300] if text else None,
+            "message": provider_message(message),
         })
 
     # -- tool calls -------------------------------------------------------------------------
@@ -165,3 +186,31 @@ class StreamState:
 
     def open_tool_calls(self) -> list[ToolCall]:
         return [call for call in self.tool_calls.values() if not call.completed]
+
+    # -- provider-run tools -----------------------------------------------------------------
+    def server_tool_start(self, key: object, type: object, t_ms: float) -> None:
+        """The provider started a tool of its own; `type` is its provider token (web_search)."""
+        if key not in self.server_tools and len(self.server_tools) < MAX_SERVER_TOOLS:
+            self.server_tools[key] = ServerTool(len(self.server_tools), token(type), t_ms)
+        self.emit(ev.SERVER_TOOL_START, t_ms)
+
+    def server_tool_step(self, t_ms: float) -> None:
+        """A piece of a provider-run tool's input, or a status update while it runs."""
+        self.emit(ev.SERVER_TOOL_DELTA, t_ms)
+
+    def server_tool_end(self, key: object, t_ms: float) -> bool:
+        """Its result arrived (or it reported completion); False if it had already ended."""
+        tool = self.server_tools.get(key)
+        if tool is not None and tool.completed:
+            return False
+        if tool is not None:
+            tool.completed = True
+        self.emit(ev.SERVER_TOOL_END, t_ms)
+        return True
+
+    def open_server_tool(self) -> object:
+        """The key of the last provider-run tool still running, or None."""
+        for key, tool in reversed(self.server_tools.items()):
+            if not tool.completed:
+                return key
+        return None

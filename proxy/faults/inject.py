@@ -23,6 +23,11 @@ from streamtap.proxy.faults.endings import end_response, stall
 from streamtap.proxy.faults.rules import FaultRule
 
 
+# The record's `fault.fallback` when a frame outgrew what may be held back: the rule did not fire.
+FELL_BACK_FRAME_TOO_LARGE = "frame_too_large_forwarded_unbuffered"
+FALLBACK_SLICE = 256 * 1024
+
+
 class FaultRun:
     def __init__(self, exchange, rule: FaultRule):
         self.ex = exchange
@@ -31,13 +36,19 @@ class FaultRun:
         self.fired = False
         self.fired_at_ms: float | None = None
         self.frames_before = 0
+        # Why the rule gave up and forwarded the rest unbuffered (a constant of ours, never
+        # upstream text): FELL_BACK_FRAME_TOO_LARGE.
+        self.fallback: str | None = None
         self._jitter = random.Random(rule.seed)
 
     def as_record(self) -> dict:
         rule = self.rule
-        return {"name": rule.name, "action": rule.action, "at": rule.at, "fired": self.fired,
-                "fired_at_ms": round(self.fired_at_ms, 1) if self.fired_at_ms is not None
-                else None, "frames_before": self.frames_before, "source": rule.source}
+        record = {"name": rule.name, "action": rule.action, "at": rule.at, "fired": self.fired,
+                  "fired_at_ms": round(self.fired_at_ms, 1) if self.fired_at_ms is not None
+                  else None, "frames_before": self.frames_before, "source": rule.source}
+        if self.fallback is not None:
+            record["fallback"] = self.fallback
+        return record
 
     @property
     def cuts_body(self) -> bool:
@@ -52,6 +63,7 @@ class FaultRun:
 
     def _fire(self, frames_before: int = 0) -> None:
         self.fired = True
+        self.rule.fired += 1  # `times` counts fires: a rule spent only by requests it acted on
         self.fired_at_ms = self.ex.now()
         self.frames_before = frames_before
 
@@ -127,7 +139,10 @@ class FaultRun:
         """The fault-mode copy loop: frame-aligned forwarding until the trigger fires."""
         ex = self.ex
         dialect_class = type(ex.recorder.dialect) if ex.recorder.dialect else None
-        scanner = FrameScanner(dialect_class, self.trigger, self.rule.mid_frame) \
+        # Never hold back more than one frame the decoders would keep: past it the frame is
+        # unreadable anyway, so the rule falls back to forwarding instead of buffering it.
+        hold_limit = ex.recorder.limits.max_line
+        scanner = FrameScanner(dialect_class, self.trigger, self.rule.mid_frame, hold_limit) \
             if dialect_class is not None and not self.fired else None
         pending = bytearray()
         delivered = 0  # absolute offset of pending[0]
@@ -145,6 +160,9 @@ class FaultRun:
             if first_byte_ms is None:
                 first_byte_ms = t
             ex.last_byte_ms = t
+            if self.fallback is not None:  # gave up on a frame too large: forward as it comes
+                await ex.deliver(response, chunk)
+                continue
             if self.fired:  # a delay or throttle already fired: the rest flows (slowed or not)
                 if self.slows_every_chunk:
                     await self._slow_write(response, chunk)
@@ -163,11 +181,22 @@ class FaultRun:
                     await ex.deliver(response, bytes(pending[:ready]))
                     del pending[:ready]
                     delivered += ready
+                if len(pending) > hold_limit:
+                    # One copy at most: drop the scanner's, then hand the held bytes over in
+                    # slices, so the recorder's decoder never sees a second copy at once.
+                    self.fallback = FELL_BACK_FRAME_TOO_LARGE
+                    scanner = None
+                    held = memoryview(pending)
+                    for start in range(0, len(held), FALLBACK_SLICE):
+                        await ex.deliver(response, bytes(held[start:start + FALLBACK_SLICE]))
+                    held.release()
+                    pending = bytearray()
                 continue
             self._fire(scanner.frames_before)
             head = bytes(pending[:cut - delivered])
-            skip_to = scanner.skip_to if scanner.skip_to is not None else cut
-            rest = bytes(pending[skip_to - delivered:])
+            # A slowing fault delivers everything from the cut on, the terminal frame included
+            # (only drop_terminal leaves it out, and it ends the stream in _act).
+            rest = bytes(pending[cut - delivered:])
             if self.rule.action in ("delay", "throttle"):
                 await ex.deliver(response, head)
                 if self.slows_every_chunk:

@@ -12,6 +12,7 @@ import difflib
 import fnmatch
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 
 from streamtap.diagnostics.decode.triggers import Trigger, TriggerError, parse_trigger
@@ -44,7 +45,7 @@ class FaultRule:
     match: dict[str, str] = field(default_factory=dict)
     probability: float = 1.0
     seed: int | None = None
-    times: int = 0  # fire for the first N requests the rule is chosen for; 0 = no limit
+    times: int = 0  # fire N times, then the rule is spent; 0 = no limit
     # action parameters
     status: int = 500
     retry_after: str | None = None
@@ -61,7 +62,9 @@ class FaultRule:
     mid_frame: bool = False
     # bookkeeping (not part of a rule as written)
     source: str = "config"
-    chosen: int = 0
+    chosen: int = 0  # requests the rule was armed for
+    fired: int = 0  # requests it fired in: what `times` counts
+    auto_named: bool = False  # named after its action, so a clash gets a suffix, not an error
 
     @property
     def trigger(self) -> Trigger:
@@ -69,7 +72,8 @@ class FaultRule:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        data.pop("chosen")
+        for key in ("chosen", "fired", "auto_named"):  # counters are in counters()
+            data.pop(key)
         return {key: value for key, value in data.items() if value not in (None, {}, "")}
 
     def matches(self, route: str, path: str, model: str | None, session: str) -> bool:
@@ -78,7 +82,19 @@ class FaultRule:
                    for key, pattern in self.match.items())
 
 
-_RULE_KEYS = tuple(f.name for f in fields(FaultRule) if f.name not in ("source", "chosen"))
+    @property
+    def spent(self) -> bool:
+        return bool(self.times) and self.fired >= self.times
+
+    def counters(self) -> dict:
+        """What `fault list` shows besides the rule: how often it fired, what is left."""
+        remaining = max(self.times - self.fired, 0) if self.times else None
+        return {"fired": self.fired, "remaining": remaining, "spent": self.spent,
+                "armed_for": self.chosen}
+
+
+_BOOKKEEPING = ("source", "chosen", "fired", "auto_named")
+_RULE_KEYS = tuple(f.name for f in fields(FaultRule) if f.name not in _BOOKKEEPING)
 _INT_KEYS = ("times", "status", "duration_ms", "latency_ms", "jitter_ms", "bytes_per_s")
 _BOOL_KEYS = ("per_frame", "mid_frame")
 
@@ -114,6 +130,7 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
         close = difflib.get_close_matches(str(action), ACTIONS, n=1)
         hint = f" (did you mean `{close[0]}`?)" if close else ""
         raise FaultError("action", f"expected one of {', '.join(ACTIONS)}, got {action!r}{hint}")
+    auto_named = not values.get("name")
     name = values.get("name") or default_name or action
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise FaultError("name", f"use letters, digits, `_`, `.` or `-` (got {name!r})")
@@ -170,7 +187,11 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
     for key in ("type", "message", "retry_after"):
         if key in values and values[key] is not None and not isinstance(values[key], str):
             raise FaultError(key, f"expected a string, got {values[key]!r}")
-    return FaultRule(**values, source=source)
+    # `code` goes into the injected error frame as is: a table or a list there is no provider's.
+    code = values.get("code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, (str, int))):
+        raise FaultError("code", f"expected a string or a whole number, got {code!r}")
+    return FaultRule(**values, source=source, auto_named=auto_named)
 
 
 def parse_fault_header(value: str) -> FaultRule:
@@ -191,16 +212,42 @@ def parse_fault_header(value: str) -> FaultRule:
     return rule_from_mapping(data, "header", default_name="header")
 
 
+def check_route_match(rule: FaultRule, routes: Iterable[str]) -> None:
+    """A `match.route` that names no configured route would never fire: refuse it, with the
+    closest route name, so a typo is caught when the rule is armed rather than never noticed."""
+    pattern = rule.match.get("route")
+    routes = sorted(routes)
+    if pattern is None or any(fnmatch.fnmatchcase(name, pattern) for name in routes):
+        return
+    close = difflib.get_close_matches(pattern, routes, n=1)
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    raise FaultError("match.route", f"no route matches `{pattern}`; {hint}routes: "
+                                    f"{', '.join(routes)}")
+
+
 class FaultBook:
     """Every armed rule, and the choice of the rule for a request."""
 
-    def __init__(self, config_rules: list[FaultRule] = ()):
+    def __init__(self, config_rules: Iterable[FaultRule] = (), routes: Iterable[str] = ()):
         self.rules: dict[str, FaultRule] = {}
+        self.routes = tuple(routes)
         self._random: dict[str, random.Random] = {}
         for rule in config_rules:
             self.add(rule)
 
-    def add(self, rule: FaultRule) -> FaultRule:
+    def add(self, rule: FaultRule, replace: bool = False) -> FaultRule:
+        """Arm a rule. Names are unique: an auto-named rule gets a suffix (`error_chunk-2`), a
+        rule named on purpose replaces its namesake only when asked to."""
+        if self.routes:
+            check_route_match(rule, self.routes)
+        if rule.name in self.rules and not replace:
+            if not rule.auto_named:
+                raise FaultError("name", f"a rule named `{rule.name}` is already armed; pick "
+                                         "another name (--name) or replace it (--replace)")
+            n = 2
+            while f"{rule.name}-{n}" in self.rules:
+                n += 1
+            rule.name = f"{rule.name}-{n}"
         self.rules[rule.name] = rule
         self._random[rule.name] = random.Random(rule.seed)
         return rule
@@ -216,7 +263,11 @@ class FaultBook:
         return count
 
     def listing(self) -> list[dict]:
-        return [rule.as_dict() | {"chosen": rule.chosen} for rule in self._ordered()]
+        return [rule.as_dict() | rule.counters() for rule in self._ordered()]
+
+    def armed(self) -> list[FaultRule]:
+        """Rules that can still fire, in the order they are tried."""
+        return [rule for rule in self._ordered() if not rule.spent]
 
     def _ordered(self) -> list[FaultRule]:
         return sorted(self.rules.values(), key=lambda rule: SOURCES.index(rule.source))
@@ -224,11 +275,12 @@ class FaultBook:
     def choose(self, header_rule: FaultRule | None, route: str, path: str, model: str | None,
                session: str) -> FaultRule | None:
         """The rule this request gets, if any. A matching rule draws its probability once per
-        request; `times` counts the requests it was chosen for."""
+        request. A rule is spent after `times` fires, not `times` requests: a request that never
+        reaches the trigger leaves the rule armed for the next one."""
         if header_rule is not None:
             return header_rule
         for rule in self._ordered():
-            if rule.times and rule.chosen >= rule.times:
+            if rule.spent:
                 continue
             if not rule.matches(route, path, model, session):
                 continue

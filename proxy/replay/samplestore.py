@@ -2,7 +2,8 @@
 
 Reading a trace directory never stops at one bad file: a file that is not a record (broken JSON,
 another tool's file, a record from a newer streamtap) is reported with what to do and skipped.
-Identical samples are written once, also across runs, by the digest stored in each file.
+Samples of the same structure and ending are written once (the one with the median timing), also
+across runs: see diagnostics/samples/dedupe.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
-from streamtap.diagnostics.samples.samples import SampleError, build_sample, check_sample, sample_digest, sample_stem
+from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
+from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
+                                                   build_sample, check_sample, sample_digest,
+                                                   sample_stem)
 
 SUFFIX = ".sample.json"
 _NUMBERED = re.compile(r"(?P<stem>.+)__(?P<n>\d+)\.sample\.json")
@@ -29,7 +33,8 @@ class ExportError(ValueError):
 @dataclass
 class ExportSummary:
     written: list[Path] = field(default_factory=list)
-    duplicates: int = 0
+    duplicates: int = 0  # same structure and ending as a sample written (or already there)
+    own_answers: int = 0  # requests streamtap answered itself: they describe no provider
     injected_skipped: int = 0
     filtered: int = 0  # older than --since
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
@@ -39,6 +44,9 @@ class ExportSummary:
                 f"skipped {self.duplicates} duplicate(s) of samples already written",
                 f"left out {self.injected_skipped} injected fault(s)"
                 + (" (--include-injected keeps them)" if self.injected_skipped else "")]
+        if self.own_answers:
+            text.append(f"left out {self.own_answers} request(s) streamtap answered itself "
+                        "(nothing reached a provider)")
         if self.filtered:
             text.append(f"left out {self.filtered} record(s) older than --since")
         text.append(f"skipped {len(self.unreadable)} unreadable file(s)")
@@ -107,8 +115,8 @@ def _since_ok(record: dict, since: datetime | None) -> bool:
 
 
 def existing(out: Path) -> tuple[set[str], dict[str, int]]:
-    """Digests of the samples already in OUT, and the highest `n` used per stem."""
-    digests: set[str] = set()
+    """Structure keys of the samples already in OUT, and the highest `n` used per stem."""
+    structures: set[str] = set()
     highest: dict[str, int] = {}
     for path in out.glob(f"*{SUFFIX}"):
         match = _NUMBERED.fullmatch(path.name)
@@ -120,11 +128,8 @@ def existing(out: Path) -> tuple[set[str], dict[str, int]]:
         except (OSError, ValueError):
             continue
         if isinstance(sample, dict):
-            digest = sample.get("digest")
-            if not isinstance(digest, str):
-                digest = sample_digest({k: v for k, v in sample.items() if k != "digest"})
-            digests.add(digest)
-    return digests, highest
+            structures.add(structure_key(sample))
+    return structures, highest
 
 
 def dump_sample(sample: dict) -> str:
@@ -155,7 +160,11 @@ def write_sample(out: Path, sample: dict, highest: dict[str, int]) -> Path:
 def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
                    session: str | None = None, since: str | None = None,
                    include_injected: bool = False) -> ExportSummary:
-    """Export the records of a trace dir as sample files in `out`; see ExportSummary."""
+    """Export the records of a trace dir as sample files in `out`; see ExportSummary.
+
+    Two passes keep memory small: the first reads each record once and keeps only its structure
+    key, timing and path; the second rebuilds the one sample per structure with the median
+    timing and writes it."""
     trace_dir, out = Path(trace_dir), Path(out)
     since_at = parse_since(since) if since else None
     files = record_files(trace_dir, session)
@@ -164,14 +173,18 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
     except OSError as exc:
         raise ExportError(f"cannot create {out}: {exc.strerror or exc}; pick a writable "
                           "folder with -o") from None
-    digests, highest = existing(out)
+    known, highest = existing(out)
     summary = ExportSummary()
+    groups: dict[str, list[tuple[tuple[float, float], Path]]] = {}
     for path, record, why in read_records(files):
         if record is None:
             summary.unreadable.append((path, why or "unreadable"))
             continue
         if not _since_ok(record, since_at):
             summary.filtered += 1
+            continue
+        if answered_by_streamtap(record):
+            summary.own_answers += 1
             continue
         try:
             sample = build_sample(record)
@@ -182,12 +195,16 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
         if sample["injected"] and not include_injected:
             summary.injected_skipped += 1
             continue
-        digest = sample_digest(sample)
-        if digest in digests:
-            summary.duplicates += 1
+        groups.setdefault(structure_key(sample), []).append((timing_of(sample), path))
+    for key, members in groups.items():
+        if key in known:
+            summary.duplicates += len(members)
             continue
-        digests.add(digest)
-        sample["digest"] = digest
+        summary.duplicates += len(members) - 1
+        _, path = members[median_index([timing for timing, _ in members])]
+        sample = build_sample(upgrade(json.loads(path.read_bytes())))
+        sample["also_seen"] = len(members) - 1  # records of the same structure not written
+        sample["digest"] = sample_digest(sample)
         try:
             summary.written.append(write_sample(out, sample, highest))
         except OSError as exc:

@@ -7,26 +7,19 @@ a stall until the client leaves.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from aiohttp import web
 
-from streamtap.diagnostics.dialects import dialect_for_path
-from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
-from streamtap.diagnostics.record.redact import redact_path
-from streamtap.diagnostics.samples.samples import SampleError, check_sample
-
 from streamtap import __version__
+from streamtap.proxy.replay.choose import COMPLETE, Choice, Chooser, read_ask
+from streamtap.proxy.replay.corpus import bundled_samples_dir
+from streamtap.proxy.replay.library import Loaded, ReplayError, load_library
 from streamtap.proxy.serve import sockets
 from streamtap.proxy.faults.endings import end_response, stall
 from streamtap.proxy.serve.forward import PassThroughResponse
-from streamtap.proxy.serve.run import is_loopback, listen, stop_on_signals
+from streamtap.proxy.serve.run import is_loopback, listen, ready_line, stop_on_signals
 
-SUFFIX = ".sample.json"
 DEFAULT_PORT = 8788
 SHUTDOWN_GRACE_S = 1.0
 # Headers that describe a body replay does not send as it was (a sample is the decoded stream,
@@ -34,118 +27,12 @@ SHUTDOWN_GRACE_S = 1.0
 _NOT_REPLAYED = frozenset({"content-length", "content-encoding", "transfer-encoding",
                            "connection", "keep-alive"})
 _HOW = {"terminal": "close", "clean_close": "close", "reset": "reset", "truncated": "truncate"}
-_PATH_MODEL = re.compile(r"/models/([^/:]+)")
-
-
-class ReplayError(Exception):
-    """A sample replay cannot serve, with the file it came from and what to do."""
-
-
-@dataclass
-class Loaded:
-    name: str  # the file name without `.sample.json`: what a request's `model` can pick
-    path: Path
-    sample: dict
-    rebuilt: Rebuilt
-    writes: list[tuple[float, bytes]]
-
-    @property
-    def request_path(self) -> str:
-        return (self.sample.get("request") or {}).get("path") or ""
-
-    @property
-    def dialects(self) -> set[str]:
-        names = {self.sample.get("dialect"), dialect_for_path(self.request_path)}
-        return {name for name in names if name}
-
-
-def sample_name(path: Path) -> str:
-    name = path.name
-    return name[:-len(SUFFIX)] if name.endswith(SUFFIX) else path.stem
-
-
-def load_one(path: Path) -> Loaded:
-    try:
-        sample = check_sample(json.loads(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ReplayError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
-    except (ValueError, SampleError) as exc:
-        raise ReplayError(f"{path}: not a usable sample: {exc}") from exc
-    try:
-        rebuilt = rebuild(sample)
-        planned = writes(sample, rebuilt)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise ReplayError(f"{path}: the sample's frames or shapes are malformed "
-                          f"({type(exc).__name__}: {exc}); export it again with "
-                          "`streamtap samples export`") from exc
-    return Loaded(sample_name(path), path, sample, rebuilt, planned)
-
-
-def load_library(targets: list[str]) -> list[Loaded]:
-    """Every sample named: files as given, folders' `*.sample.json` in name order."""
-    loaded: list[Loaded] = []
-    for target in targets:
-        path = Path(target)
-        if path.is_dir():
-            files = sorted(path.glob(f"*{SUFFIX}"))
-            if not files:
-                raise ReplayError(f"{path}: no *{SUFFIX} files in this folder; export some with "
-                                  "`streamtap samples export -o DIR`")
-            loaded.extend(load_one(file) for file in files)
-        elif path.exists():
-            loaded.append(load_one(path))
-        else:
-            raise ReplayError(f"{path}: no such file or folder")
-    return loaded
-
-
-@dataclass
-class Chooser:
-    """Which sample a request gets: the one named by its `model`, else the next one recorded for
-    its path, else the next one of its dialect. Without `loop` the last one keeps being served."""
-
-    samples: list[Loaded]
-    loop: bool = False
-    _cursors: dict[str, int] = field(default_factory=dict)
-
-    def choose(self, path: str, model: str | None) -> Loaded | None:
-        if model:
-            for loaded in self.samples:
-                if loaded.name == model:
-                    return loaded
-        path = redact_path(path)
-        by_path = [loaded for loaded in self.samples if loaded.request_path == path]
-        if by_path:
-            return self._next(f"path:{path}", by_path)
-        dialect = dialect_for_path(path)
-        by_dialect = [loaded for loaded in self.samples if dialect in loaded.dialects]
-        if dialect and by_dialect:
-            return self._next(f"dialect:{dialect}", by_dialect)
-        return None
-
-    def _next(self, key: str, candidates: list[Loaded]) -> Loaded:
-        turn = self._cursors.get(key, 0)
-        self._cursors[key] = turn + 1
-        if self.loop:
-            return candidates[turn % len(candidates)]
-        return candidates[min(turn, len(candidates) - 1)]
-
-
-def request_model(body: bytes, path: str) -> str | None:
-    """The request's `model` (Gemini names it in the path instead)."""
-    try:
-        obj = json.loads(body) if body else None
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("model"), str):
-        return obj["model"]
-    found = _PATH_MODEL.search(path)
-    return found.group(1) if found else None
 
 
 # -- playing one sample ---------------------------------------------------------------------------
-CHOOSER_KEY: web.AppKey[Chooser] = web.AppKey("chooser")
+CHOOSER_KEY: web.AppKey["Chooser"] = web.AppKey("chooser")
 SPEED_KEY: web.AppKey[float] = web.AppKey("speed")
+LOG_KEY: web.AppKey[bool] = web.AppKey("log_requests")
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
@@ -165,7 +52,7 @@ def _headers(sample: dict) -> dict[str, str]:
 
 async def play(request: web.Request, loaded: Loaded, speed: float) -> web.StreamResponse:
     sample = loaded.sample
-    scale = 1.0 / speed
+    scale = 1.0 / (speed * loaded.speed)
     loop = asyncio.get_running_loop()
     started = loop.time()
     timing = sample.get("timing") or {}
@@ -207,50 +94,58 @@ async def play(request: web.Request, loaded: Loaded, speed: float) -> web.Stream
 
 async def handle(request: web.Request) -> web.StreamResponse:
     body = await request.read()
-    path = request.raw_path.partition("?")[0]
-    chooser = request.app[CHOOSER_KEY]
-    loaded = chooser.choose(path, request_model(body, path))
-    if loaded is None:
-        names = ", ".join(sample.name for sample in chooser.samples)
-        message = (f"streamtap replay has no sample for {request.method} {path}: none is named "
-                   f"by the request's model, recorded for this path, or of its dialect "
-                   f"(loaded: {names})")
+    ask = read_ask(request.method, request.raw_path, body, request.headers)
+    choice = request.app[CHOOSER_KEY].choose(ask)
+    if not isinstance(choice, Choice):
         return web.json_response({"error": {"type": "streamtap_no_sample",
-                                            "message": message}}, status=404)
-    print(f"replay: {request.method} {path} -> {loaded.name} ({loaded.sample['ending']})",
-          file=sys.stderr, flush=True)
+                                            "message": choice}}, status=404)
+    loaded = choice.loaded
+    if request.app[LOG_KEY]:
+        print(f"replay: {request.method} {ask.path} -> {loaded.name} ({loaded.sample['ending']}; "
+              f"{choice.why})", file=sys.stderr, flush=True)
     return await play(request, loaded, request.app[SPEED_KEY])
 
 
-def build_replay_app(samples: list[Loaded], speed: float = 1.0,
-                     loop: bool = False) -> web.Application:
+def build_replay_app(chooser, speed: float = 1.0, log_requests: bool = True) -> web.Application:
+    """The fake provider's app; `chooser.choose(ask)` returns a Choice or why there is none."""
     app = web.Application()
-    app[CHOOSER_KEY] = Chooser(samples, loop)
+    app[LOG_KEY] = log_requests
+    app[CHOOSER_KEY] = chooser
     app[SPEED_KEY] = speed
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
 
 
-def banner(host: str, port: int, samples: list[Loaded], speed: float, loop: bool) -> str:
+def mode(chooser: Chooser) -> str:
+    if chooser.cycle:
+        return "cycle: the next sample for a path or dialect, round and round"
+    if chooser.ending == COMPLETE:
+        return "a complete sample of the request's dialect and stream flag"
+    return f"a `{chooser.ending}` sample of the request's dialect and stream flag"
+
+
+def banner(host: str, port: int, chooser: Chooser, speed: float) -> str:
+    samples = chooser.samples
     shown = host if ":" not in host else f"[{host}]"
     lines = [f"streamtap replay listening on http://{shown}:{port}  (streamtap {__version__})",
-             f"samples: {len(samples)} loaded (speed {speed:g}, loop {'on' if loop else 'off'})"]
+             f"samples: {len(samples)} loaded (speed {speed:g}); each request gets "
+             f"{mode(chooser)}"]
     width = max(len(loaded.name) for loaded in samples)
     for loaded in samples:
         sample = loaded.sample
         lines.append(f"  {loaded.name:<{width}}  {sample.get('dialect') or '?':<18} "
                      f"{sample['ending']:<11} {len(sample['frames']):>5} frames  "
                      f"{loaded.request_path}")
-    lines.append("pick one with the request's model (the name above), else by path, else by "
-                 "dialect")
+    lines.append("pick one with the request's model or an x-streamtap-sample header (a name "
+                 "above, or an ending)")
     if not is_loopback(host):
         lines.append(f"WARNING: bound to {host}, not loopback")
     return "\n".join(lines)
 
 
-async def serve_replay(samples: list[Loaded], host: str, port: int, speed: float,
-                       loop: bool) -> int:
-    app = build_replay_app(samples, speed, loop)
+async def serve_replay(chooser: Chooser, host: str, port: int, speed: float,
+                       ready_json: bool = False) -> int:
+    app = build_replay_app(chooser, speed)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
@@ -259,19 +154,32 @@ async def serve_replay(samples: list[Loaded], host: str, port: int, speed: float
     if bound is None:
         await runner.cleanup()
         return 1
-    print(banner(host, bound, samples, speed, loop), flush=True)
+    if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
+        print(banner(host, bound, chooser, speed), file=sys.stderr, flush=True)
+        print(ready_line(host, bound), flush=True)
+    else:
+        print(banner(host, bound, chooser, speed), flush=True)
     await stop.wait()
     await runner.cleanup()
     return 0
 
 
-def run(targets: list[str], host: str, port: int, speed: float, loop: bool) -> int:
+def run(targets: list[str], host: str, port: int, speed: float, ending: str = COMPLETE,
+        cycle: bool = False, ready_json: bool = False) -> int:
     if not speed > 0:
         print(f"streamtap: --speed must be more than 0, got {speed}", file=sys.stderr)
         return 2
     try:
-        samples = load_library(targets)
+        samples = load_library(targets or [str(bundled_samples_dir())])
     except ReplayError as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(serve_replay(samples, host, port, speed, loop))
+    chooser = Chooser(samples, ending=ending, cycle=cycle)
+    if not cycle and ending != COMPLETE and not any(
+            loaded.sample["ending"] == ending for loaded in samples):
+        print(f"streamtap: --ending {ending}: none of the {len(samples)} samples loaded ends "
+              f"`{ending}`; endings there: "
+              f"{', '.join(sorted({loaded.sample['ending'] for loaded in samples}))}",
+              file=sys.stderr)
+        return 2
+    return asyncio.run(serve_replay(chooser, host, port, speed, ready_json))

@@ -6,15 +6,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from urllib.parse import urlsplit
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
 from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
+from streamtap.proxy.serve.guard import control_error, guarded, refusal
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
+from streamtap.proxy.serve.refusals import refuse_unknown_route
+from streamtap.diagnostics.record.schema import index_line
 from streamtap.proxy.logs import canonical_fields
+from streamtap.proxy.readout.routes import add_readout_routes
 from streamtap.proxy.store import TraceStore
 
 CONTROL_PREFIX = "/_streamtap/"
@@ -24,18 +31,44 @@ PROXY_KEY: web.AppKey["Proxy"] = web.AppKey("proxy")
 class Proxy:
     """What every exchange shares: config, the pooled upstream session, the store, the log."""
 
-    def __init__(self, config: Config, store: TraceStore, log):
+    def __init__(self, config: Config, store: TraceStore, log, exporter=None):
         self.config = config
         self.store = store
         self.log = log
+        self.exporter = exporter  # streamtap.proxy.export.otlp.OtlpExporter, or None
         self.session: aiohttp.ClientSession | None = None
+        self.upstream: UpstreamPool | None = None  # the pool, and its one retry (upstream.py)
         self.inflight: set[Exchange] = set()
-        self.faults = FaultBook([replace(rule) for rule in config.faults])
+        self.warned_routes: set[str] = set()
+        self.faults = FaultBook([replace(rule) for rule in config.faults],
+                                routes=config.routes)
+        self.feed = None  # the read-out feed (tail, the live page), set by build_app
 
-    def log_exchange(self, record: dict) -> None:
+    def warn_repeated_prefix(self, route, rest: str) -> None:
+        """Once per route: every request through it would repeat the warning."""
+        if route.name in self.warned_routes:
+            return
+        self.warned_routes.add(route.name)
+        prefix = urlsplit(route.url).path.rstrip("/")
+        self.log.warning("path_repeats_route_prefix", route=route.name, upstream=route.url,
+                         forwarded=f"{prefix}{prefix}/...",
+                         hint=f"the route URL already ends in {prefix}: point the client at "
+                              f"{self.config.host}:PORT/{route.name} (no {prefix}), or drop "
+                              f"{prefix} from the route URL")
+
+    def finished(self, record: dict, path: Path | None = None) -> None:
+        """Runs on the store's thread once the record is written: the log line, then the feed."""
+        self.log_exchange(record, path)
+        if self.feed is not None:
+            self.feed.publish(index_line(record, path.name if path is not None else None))
+
+    def log_exchange(self, record: dict, path: Path | None = None) -> None:
+        """Runs on the store's thread once a record is finished (written or not)."""
+        if self.exporter is not None:
+            self.exporter.offer(record)
         outcome = record.get("outcome") or {}
         level = self.log.info if outcome.get("ok") else self.log.warning
-        level("request", **canonical_fields(record))
+        level("request", **canonical_fields(record, str(path) if path is not None else None))
 
 
 def _trace_config() -> aiohttp.TraceConfig:
@@ -69,9 +102,10 @@ def _split_route(raw_path: str) -> tuple[str, str]:
 
 async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
-    return web.json_response({"status": "ok", "inflight": len(proxy.inflight),
-                              "records_written": proxy.store.written,
-                              "records_failed": proxy.store.failed})
+    store = proxy.store.health()  # status, reason when degraded, records written and failed
+    return web.json_response({**store, "inflight": len(proxy.inflight),
+                              "faults_armed": [rule.name for rule in proxy.faults.armed()],
+                              **({"otlp": proxy.exporter.health()} if proxy.exporter else {})})
 
 
 async def handle_control_unknown(request: web.Request) -> web.Response:
@@ -84,31 +118,40 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
     name, rest = _split_route(request.raw_path)
     route = proxy.config.routes.get(name)
     if route is None:
-        known = ", ".join(sorted(proxy.config.routes))
-        return proxy_error_response(
-            404, "streamtap_unknown_route",
-            f"no route `{name}`: streamtap forwards only configured routes ({known}); add one "
-            "with --route NAME=URL")
-    return await Exchange(proxy, request, route, rest).run()
+        return refuse_unknown_route(proxy, request, name, rest)
+    exchange = Exchange(proxy, request, route, rest)
+    if repeats_route_prefix(route.url, rest):
+        exchange.ending.notes.append("path_repeats_route_prefix")
+        proxy.warn_repeated_prefix(route, rest)
+    return await exchange.run()
 
 
-def build_app(config: Config, store: TraceStore, log) -> web.Application:
-    proxy = Proxy(config, store, log)
+def repeats_route_prefix(url: str, rest: str) -> bool:
+    """`--route openai=http://host/v1` and a client base URL `.../openai/v1`: the upstream gets
+    `/v1/v1/...`. True when the rest of the client's path starts with the route URL's own path,
+    which the upstream path then holds twice."""
+    prefix = urlsplit(url).path.rstrip("/")
+    path = rest.split("?", 1)[0]
+    return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
+
+
+def readout_guard(request: web.Request) -> web.Response | None:
+    """The read-out (live page, events) sits behind the same guard as the control API."""
+    problem = refusal(request)
+    return None if problem is None else control_error(problem.status, problem.message)
+
+
+def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Application:
+    proxy = Proxy(config, store, log, exporter)
     app = web.Application(client_max_size=config.max_request_body_bytes + 1)
     app[PROXY_KEY] = proxy
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connect_s = config.watchdog.connect_timeout_ms / 1000 or None
-        proxy.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=None, connect=connect_s),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),  # never carry one client's cookies to another
-            trust_env=False,
-            trace_configs=[_trace_config()],
-        )
+        proxy.upstream = open_pool(connect_s, [_trace_config()])
+        proxy.session = proxy.upstream.session
         yield
-        await proxy.session.close()
+        await proxy.upstream.close()
 
     async def finish_inflight(app: web.Application) -> None:
         """SIGINT/SIGTERM: end streams in flight now (recorded as proxy_shutdown)."""
@@ -121,8 +164,10 @@ def build_app(config: Config, store: TraceStore, log) -> web.Application:
 
     app.cleanup_ctx.append(upstream_session)
     app.on_shutdown.append(finish_inflight)
-    app.router.add_get(CONTROL_PREFIX + "health", handle_health)
+    # Every /_streamtap/ endpoint sits behind the one guard (proxy/serve/guard.py).
+    app.router.add_get(CONTROL_PREFIX + "health", guarded(handle_health))
     add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
-    app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", handle_control_unknown)
+    proxy.feed = add_readout_routes(app, readout_guard, trace_dir=config.trace_dir)
+    app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", guarded(handle_control_unknown))
     app.router.add_route("*", "/{tail:.*}", handle_forward)
     return app

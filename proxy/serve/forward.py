@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 import time
 from datetime import datetime, timezone
+from urllib.parse import unquote
 
 import aiohttp
 from aiohttp import hdrs, web
@@ -22,11 +24,12 @@ from yarl import URL
 
 from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
-from streamtap.diagnostics.record.redact import safe_id
+from streamtap.diagnostics.record.redact import redact_path, safe_id
 
-from streamtap.proxy.serve import relay, sockets
+from streamtap.proxy.serve import relay, sockets, upload
 from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
 from streamtap.proxy.faults.inject import FaultRun
+from streamtap.proxy.serve.upstream import Attempt
 from streamtap.proxy.serve.watchdog import Watchdog
 
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
@@ -35,7 +38,16 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "t
                         "transfer-encoding", "upgrade", "expect"})
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
-MAX_CAPTURE_BYTES = 64 * 1024 * 1024
+MAX_CAPTURE_BYTES = upload.MAX_CAPTURE_BYTES  # per side, with --capture-bodies
+TRACE_ID_HEADER = "x-streamtap-trace-id"  # added to every answer only with trace_header = true
+
+
+def upstream_url_for(base: str, rest: str) -> str:
+    """scheme://host:port/path of the upstream request: never the query, the path redacted the
+    way the record's request path is."""
+    url = URL(base + rest, encoded=True)
+    host = f"[{url.host}]" if url.host and ":" in url.host else url.host
+    return f"{url.scheme}://{host}:{url.port}{redact_path(url.raw_path)}"
 
 
 def _connection_tokens(headers) -> set[str]:
@@ -45,14 +57,33 @@ def _connection_tokens(headers) -> set[str]:
     return names
 
 
+# Proxy-Authorization is a credential for the proxy a client talks to, never for the provider.
+NOT_FORWARDED = frozenset({"host", "content-length", "proxy-authorization"})
+_SEGMENT_SEPARATORS = re.compile(r"[/\\]")
+
+
+def has_dot_dot_segment(rest: str) -> bool:
+    """Whether the path holds a `..` segment (also percent-encoded, or between backslashes, as
+    some servers read them): forwarded, it would climb out of the route's base path."""
+    path = unquote(rest.partition("?")[0])
+    return any(segment == ".." for segment in _SEGMENT_SEPARATORS.split(path))
+
+
+# Addressed to the upstream, not to the proxy: `streamtap replay` (or a FakeProvider) behind the
+# proxy picks the sample it names.
+FORWARDED_STREAMTAP_HEADERS = frozenset({"x-streamtap-sample"})
+
+
 def upstream_request_headers(headers) -> CIMultiDict:
-    """The client's headers minus hop-by-hop ones, Host, Content-Length and streamtap's own."""
+    """The client's headers minus hop-by-hop ones, Host, Content-Length, Proxy-Authorization
+    and streamtap's own (but for the ones meant for a replay upstream)."""
     named = _connection_tokens(headers)
     kept = CIMultiDict()
     for name, value in headers.items():
         lname = name.lower()
-        if (lname in HOP_BY_HOP or lname in named or lname in ("host", "content-length")
-                or lname.startswith("x-streamtap-")):
+        if (lname in HOP_BY_HOP or lname in named or lname in NOT_FORWARDED
+                or (lname.startswith("x-streamtap-")
+                    and lname not in FORWARDED_STREAMTAP_HEADERS)):
             continue
         kept.add(name, value)
     return kept
@@ -117,6 +148,9 @@ class Exchange:
         self.fault: FaultRun | None = None
         self.capture = bytearray() if config.capture_bodies else None
         self.request_body = b""
+        self.upstream_attempt = Attempt()  # filled by the pool: a stale-connection retry
+        self.body_head = b""  # a streamed body's first bytes, until upload.stream sends them
+        self.body_over_limit = False
         now = datetime.now(timezone.utc)
         self.started = now
         wd = config.watchdog
@@ -134,7 +168,9 @@ class Exchange:
             limits=Limits(max_frames=config.max_frames, max_line=config.max_line_bytes,
                           max_shapes=config.max_shapes,
                           keep_ratelimit_headers=config.keep_ratelimit_headers),
-            capture=config.capture_bodies)
+            capture=config.capture_bodies,
+            upstream_url=upstream_url_for(route.url, self.rest))
+        self.trace_header = config.trace_header
         self.watchdog = Watchdog(self, wd.idle_timeout_ms, wd.progress_timeout_ms)
 
     def now(self) -> float:
@@ -151,7 +187,11 @@ class Exchange:
     async def run(self) -> web.StreamResponse:
         self.proxy.inflight.add(self)
         try:
-            return await self._run()
+            answer = await self._run()
+            if self.trace_header and answer is not None and not answer.prepared:
+                # streamtap's own answers and injected ones, not yet sent: name the record too.
+                answer.headers[TRACE_ID_HEADER] = self.recorder.trace_id
+            return answer
         finally:
             self.proxy.inflight.discard(self)
             self.watchdog.stop()
@@ -182,16 +222,25 @@ class Exchange:
 
     async def _exchange(self) -> web.StreamResponse:
         request, recorder, ending = self.request, self.recorder, self.ending
-        body = await self._read_body()
+        head = await upload.read_head(request, self.proxy.config.max_request_body_bytes)
         raw_rest = self.rest
-        recorder.on_request(request.method, raw_rest, request.headers.items(), body or b"")
-        if body is None:
-            ending.proxy_reason = "request_too_large"
-            limit = self.proxy.config.max_request_body_bytes
-            return self._answer(413, "streamtap_request_too_large",
-                                f"the request body is larger than streamtap's limit of {limit} "
-                                "bytes (max_request_body_bytes); nothing was forwarded")
-        self.request_body = body
+        body, complete = head if head is not None else (b"", True)
+        recorder.on_request(request.method, raw_rest, request.headers.items(), body, complete)
+        if head is None:
+            return self._too_large()
+        if has_dot_dot_segment(raw_rest):
+            # Refused, not normalised: a client sending `..` is broken or probing, and the
+            # record says so (proxy_reason) rather than hiding it by fixing the path.
+            ending.proxy_reason = "path_dot_segments_refused"
+            return self._answer(400, "streamtap_bad_path",
+                                "the path has a `..` segment, which would leave the route's base "
+                                f"path ({self.route.url}); streamtap refuses it, nothing was "
+                                "forwarded")
+        if complete:
+            self.request_body = body
+        else:  # streamed: the body is sent by upload.stream as it arrives, never held whole
+            self.body_head = body
+            body = None
         try:
             self.fault = self._choose_fault()
         except FaultError as exc:
@@ -211,6 +260,8 @@ class Exchange:
         recorder.on_response(upstream.status, upstream.headers.items(), t)
         response = PassThroughResponse(status=upstream.status, reason=upstream.reason,
                                        headers=downstream_response_headers(upstream.headers))
+        if self.trace_header:
+            response.headers[TRACE_ID_HEADER] = recorder.trace_id
         self.response = response
         ending.downstream_status = upstream.status
         try:
@@ -263,20 +314,15 @@ class Exchange:
         ending.downstream_end_ms = self.now()
         return response
 
-    async def _read_body(self) -> bytes | None:
-        """The whole request body, or None when it is over the limit (nothing is forwarded)."""
+    def _too_large(self) -> web.Response:
+        self.ending.proxy_reason = "request_too_large"
         limit = self.proxy.config.max_request_body_bytes
-        length = self.request.content_length
-        if length is not None and length > limit:
-            return None
-        body = bytearray()
-        async for chunk in self.request.content.iter_any():
-            body += chunk
-            if len(body) > limit:
-                return None
-        return bytes(body)
+        return self._answer(413, "streamtap_request_too_large",
+                            f"the request body is larger than streamtap's limit of {limit} "
+                            "bytes (max_request_body_bytes); raise it in the config if the "
+                            "provider accepts such bodies")
 
-    async def _send(self, body: bytes) -> aiohttp.ClientResponse | None:
+    async def _send(self, body: bytes | None) -> aiohttp.ClientResponse | None:
         request = self.request
         url = URL(self.route.url + self.rest, encoded=True)
         try:
@@ -284,12 +330,19 @@ class Exchange:
             if self.fault is not None and self.fault.cuts_body:
                 # A fault that cuts on frames must read them: ask for an uncompressed body.
                 headers.popall(hdrs.ACCEPT_ENCODING, None)
-            return await self.proxy.session.request(
-                request.method, url, headers=headers,
-                data=body if (body or request.content_length is not None) else None,
-                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS,
-                trace_request_ctx=self)
+            if body is None:
+                data = upload.stream(self, self.body_head)
+                if request.content_length is not None:  # keep it: no chunked upload then
+                    headers[hdrs.CONTENT_LENGTH] = str(request.content_length)
+            else:
+                data = body if (body or request.content_length is not None) else None
+            return await self.proxy.upstream.send(
+                self, request.method, url, headers=headers, data=data,
+                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            if self.body_over_limit:
+                self.response = self._too_large()
+                return None
             connect = isinstance(exc, (aiohttp.ClientConnectorError,
                                        aiohttp.ConnectionTimeoutError))
             if isinstance(exc, aiohttp.ConnectionTimeoutError):
@@ -299,10 +352,11 @@ class Exchange:
             self.ending.error = fingerprint("upstream_connect" if connect else
                                             "upstream_response", exc)
             what = "connect to" if connect else "get a response from"
+            error = self.ending.error  # built by streamtap: str(exc) can quote the URL's query
             self.response = self._answer(
                 502, "streamtap_upstream_error",
                 f"streamtap could not {what} the upstream of route `{self.route.name}` "
-                f"({self.route.url}): {type(exc).__name__}: {exc}")
+                f"({self.route.url}): {error['message']} ({error['code'] or error['type']})")
             return None
 
     async def _copy_body(self, upstream: aiohttp.ClientResponse,
@@ -428,6 +482,7 @@ class Exchange:
         """Finish the record and hand it to the store. Synchronous: this runs even after a cancel."""
         try:
             self.ending.downstream_bytes = self.downstream_bytes
+            self.ending.upstream_retry = self.upstream_attempt.retry
             if self.fault is not None:
                 self.ending.fault = self.fault.as_record()
             if self.ending.downstream_status is None and self.response is not None:
@@ -439,6 +494,6 @@ class Exchange:
             # The exchange is over: nothing touches recorder or ending again, so the record can
             # be finished on the store's thread rather than here on the event loop.
             self.proxy.store.submit(lambda: recorder.finish(ending, duration), self.started,
-                                    captured, then=self.proxy.log_exchange)
+                                    captured, then=self.proxy.finished)
         except Exception:  # never let bookkeeping break the client's response
             self.proxy.log.exception("record_failed", route=self.route.name)

@@ -1,22 +1,37 @@
-"""`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM."""
+"""`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM.
+
+A second signal means "exit now": the records of finished exchanges are written, then the process
+exits (status 0). The handlers stay until the process is gone, so a signal never kills it midway.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
+import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
-from streamtap.proxy.config import Config
+from streamtap.proxy.serve.refusals import ProxyRunner
+from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route
 from streamtap.proxy.logs import configure_logging
+from streamtap.proxy.export.otlp import ExportUnavailable, make_exporter
 from streamtap.proxy.store import TraceStore
 
 SHUTDOWN_GRACE_S = 5.0
+# aiohttp's default accept queue is 128: a burst of new connections past it (hundreds of streams
+# opening while the loop is busy) overflows it, and Linux drops connections the client already
+# believes open (it sends its request, then gets a reset: no record, no answer). The kernel caps
+# this at net.core.somaxconn.
+LISTEN_BACKLOG = 2048
 
 
 def is_loopback(host: str) -> bool:
@@ -28,40 +43,118 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def banner(config: Config, port: int) -> str:
+def client_suffix(route: Route) -> str:
+    """What a client's base URL adds after `/NAME`: the API version path its SDK expects
+    (`/v1` for OpenAI-style SDKs), unless the route URL already ends with it."""
+    default = DEFAULT_ROUTES.get(route.name)
+    wanted = route.example_suffix or (default.example_suffix if default else "")
+    if wanted and urlsplit(route.url).path.rstrip("/").endswith(wanted):
+        return ""
+    return wanted
+
+
+def route_lines(routes: dict[str, Route], host: str, port: int) -> list[str]:
+    """Three columns that cannot be misread: the name, the URL exactly as given, and the base
+    URL a client needs. `/NAME/rest` goes to `URL/rest`, nothing added or removed."""
+    rows = [("route", "upstream URL (as given)", "client base URL")]
+    rows += [(route.name, route.url, f"http://{host}:{port}/{route.name}{client_suffix(route)}")
+             for route in routes.values()]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return [f"  {name:<{widths[0]}}  {url:<{widths[1]}}  {base}" for name, url, base in rows]
+
+
+def fault_lines(rules) -> list[str]:
+    if not rules:
+        return ["faults: none armed"]
+    lines = ["faults armed (streamtap will break matching requests on purpose):"]
+    for rule in rules:
+        match = " ".join(f"{key}={value}" for key, value in rule.match.items()) or "every request"
+        times = f"{rule.times} time(s)" if rule.times else "every time"
+        lines.append(f"  {rule.name}: {rule.action} at {rule.at}, {match}, {times}")
+    return lines
+
+
+def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
     host = config.host if ":" not in config.host else f"[{config.host}]"
     lines = [f"streamtap {__version__} listening on http://{host}:{port}",
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
-             "routes: point a client's base URL at the left column",]
-    width = max(len(route.base_url(host, port)) for route in config.routes.values())
-    for route in config.routes.values():
-        lines.append(f"  {route.base_url(host, port):<{width}}  ->  "
-                     f"{route.url}{route.example_suffix}")
+             "routes: /NAME/rest goes to UPSTREAM_URL/rest, as is; a client needs its base URL",
+             *route_lines(config.routes, host, port),
+             *fault_lines(config.faults)]
+    if trace_problem:
+        lines[1] = (f"traces: UNUSABLE: {trace_problem}; records will fail until this is fixed "
+                    "(traffic is still forwarded; see GET /_streamtap/health)")
     if not is_loopback(config.host):
         lines.append(f"WARNING: bound to {config.host}, not loopback: anyone who can reach this "
                      "port can use the API keys your clients send through it.")
+    if config.export.otlp.url:
+        parts = urlsplit(config.export.otlp.url)  # no user:password, no query: they may be keys
+        lines.append(f"otlp: every record also goes as a span to {parts.scheme}://"
+                     f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}")
     if config.capture_bodies:
         lines.append("WARNING: --capture-bodies is on: raw request and response bodies (prompts, "
                      "outputs, tool arguments) are written next to each trace record.")
     return "\n".join(lines)
 
 
-def stop_on_signals() -> asyncio.Event:
-    """An event set by SIGINT/SIGTERM. Install it before listening: a supervisor may send
-    SIGTERM as soon as it reads the banner."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_on_signals(exit_now: Callable[[], None] | None = None) -> asyncio.Event:
+    """An event set by SIGINT/SIGTERM; a second signal calls `exit_now` (by default, exits at
+    once: there is nothing to write). Install it before listening: a supervisor may send SIGTERM
+    as soon as it reads the banner."""
+    if exit_now is None:
+        def exit_now() -> None:
+            _exit_now(0)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+
+    def on_signal() -> None:
+        if stop.is_set():
+            exit_now()
+        stop.set()
+
+    for signum in STOP_SIGNALS:
         try:
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, on_signal)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
             pass
     return stop
 
 
+def ignore_late_signals() -> None:
+    """Everything is written and the process is on its way out: a late signal is ignored, so it
+    can only end the way it is already ending (status 0).
+
+    Left alone, the default action (death by the signal, status -15) comes back twice: when the
+    loop closes, and when Python finalizes (it resets its own handlers to the default, but leaves
+    SIG_IGN alone). The swap happens with the signals blocked, so there is no gap between."""
+    loop = asyncio.get_running_loop()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for signum in STOP_SIGNALS:
+            try:
+                loop.remove_signal_handler(signum)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+                pass
+            signal.signal(signum, signal.SIG_IGN)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _exit_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
     """Start listening; return the bound port, or None (said on stderr) if the port is taken."""
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     try:
         await site.start()
     except OSError as exc:
@@ -71,36 +164,72 @@ async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
     return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-async def serve(config: Config, ready: asyncio.Event | None = None) -> int:
+def app_runner(app: web.Application, config: Config) -> web.AppRunner:
+    """The runner for the proxy's app (shared by `serve` and the Python API's Proxy): requests
+    aiohttp refuses before a handler runs still get a record (refusals.ProxyRunner)."""
+    return ProxyRunner(app, app[PROXY_KEY], handler_cancellation=True, access_log=None,
+                         max_line_size=config.max_header_bytes,
+                         max_field_size=config.max_header_bytes,
+                         shutdown_timeout=SHUTDOWN_GRACE_S)
+
+
+def ready_line(host: str, port: int) -> str:
+    """The one JSON line `--ready-json` prints when listening, for a test runner to read."""
+    shown = host if ":" not in host else f"[{host}]"
+    return json.dumps({"url": f"http://{shown}:{port}", "port": port})
+
+
+async def serve(config: Config, ready: asyncio.Event | None = None,
+                ready_json: bool = False) -> int:
     log = configure_logging(config.log_format)
     store = TraceStore(config.trace_dir, log)
     problem = store.check()
     if problem:
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
-    app = build_app(config, store, log)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                           max_line_size=config.max_header_bytes,
-                           max_field_size=config.max_header_bytes,
-                           shutdown_timeout=SHUTDOWN_GRACE_S)
+
+    def exit_now() -> None:
+        """A second SIGINT/SIGTERM: write the records of exchanges already finished, then go."""
+        log.warning("exiting_now", reason="a second stop signal",
+                    inflight=len(app[PROXY_KEY].inflight))
+        store.close()
+        _exit_now(0)
+    try:
+        exporter = make_exporter(config.export.otlp, log,
+                                 {name: route.url for name, route in config.routes.items()})
+    except ExportUnavailable as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        store.close()
+        return 2
+    app = build_app(config, store, log, exporter)
+    runner = app_runner(app, config)
     await runner.setup()
-    stop = stop_on_signals()
+    stop = stop_on_signals(exit_now)
     port = await listen(runner, config.host, config.port)
     if port is None:
         await runner.cleanup()
         store.close()
+        if exporter is not None:
+            exporter.close()
         return 1
-    print(banner(config, port), flush=True)
+    if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
+        print(banner(config, port, problem), file=sys.stderr, flush=True)
+        print(ready_line(config.host, port), flush=True)
+    else:
+        print(banner(config, port, problem), flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
     await runner.cleanup()
     store.close()
+    if exporter is not None:  # after the store: its last records are offered on the way out
+        exporter.close()
+    ignore_late_signals()
     return 0
 
 
-def run(config: Config) -> int:
+def run(config: Config, ready_json: bool = False) -> int:
     """Run `serve` on uvloop when it is installed and wanted, else on asyncio's loop."""
     factory = None
     if config.uvloop and sys.platform != "win32":
@@ -111,4 +240,4 @@ def run(config: Config) -> int:
         except ImportError:
             pass
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(serve(config))
+        return runner.run(serve(config, ready_json=ready_json))

@@ -1,5 +1,6 @@
-"""anthropic-messages dialect: fixtures from PROTOCOLS.md section 3, fed through the Recorder,
-checked against the issue 3 classification table, chunking invariance and redaction."""
+"""anthropic-messages dialect: fixtures written from the public docs (samples/README.md, Sources),
+fed through the Recorder, checked against the issue 3 classification table, chunking invariance and
+redaction."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from streamtap.diagnostics.dialects import choose_dialect, dialect_class
 from streamtap.diagnostics.dialects.anthropic_messages import AnthropicMessages
-from tests.support import FIXTURES, comparable, fixture, record_stream
+from tests.support import FIXTURES, comparable, first_frames, fixture, record_stream
 
 DIALECT = "anthropic-messages"
 PATH = "/v1/messages"
@@ -210,7 +211,8 @@ def test_unknown_events_and_blocks_are_named_not_guessed():
     assert outcome(record) == ("provider_close", "before_progress")
 
 
-def test_server_tool_use_is_a_tool_call_and_its_result_is_meta():
+def test_server_tool_use_is_a_provider_run_tool_and_its_result_ends_it():
+    """Issue 11 class 5: no client tool call; the break after the result names the search."""
     data = (event("content_block_start", {"type": "content_block_start", "index": 0,
                                           "content_block": {"type": "server_tool_use",
                                                             "id": "srvtoolu_1",
@@ -224,12 +226,15 @@ def test_server_tool_use_is_a_tool_call_and_its_result_is_meta():
                                                               "content": [{"title": "CANARY"}]}})
             + event("content_block_stop", {"type": "content_block_stop", "index": 1}))
     record = run(data, upstream="reset")
-    # web_search is not a tool the request defined: its name is not kept
-    assert record["stream"]["tool_calls"] == [{"index": 0, "name": None, "started_ms": 2.0,
-                                               "arg_chunks": 1, "arg_bytes": 19,
-                                               "completed": True}]
-    assert kinds(record)[-2:] == ["meta", "meta"]
-    assert outcome(record) == ("transport", "after_tool_call")
+    assert record["stream"]["tool_calls"] == []
+    assert record["stream"]["server_tools"] == [{"index": 0, "type": "web_search",
+                                                 "started_ms": 2.0, "completed": True}]
+    assert kinds(record) == ["server_tool_start", "server_tool_delta", "meta",
+                             "server_tool_end", "meta"]
+    assert outcome(record) == ("transport", "after_server_tool")
+    assert "right after the provider's web search returned its result" in \
+        record["outcome"]["summary"]
+    assert "CANARY" not in json.dumps(record)
 
 
 def test_gateway_error_chunk_and_unparseable_frames():
@@ -267,3 +272,38 @@ def test_bytewise_feeding_gives_the_same_record(name):
 @given(sizes=st.lists(st.integers(1, 64), max_size=120))
 def test_any_chunking_gives_the_same_record(name, sizes):
     assert comparable(run(name, chunks=sizes)) == comparable(run(name))
+
+
+# -- citations and MCP tool blocks (citations_and_mcp_tool.sse) ---------------------------------
+# frames: 0 message_start, 1 text block start, 2 text delta, 3 citations_delta, 4 text delta,
+# 5 stop, 6 mcp_tool_use start, 7 empty input delta, 8-9 input deltas, 10 stop,
+# 11-12 mcp_tool_result block, 13 message_delta, 14 message_stop.
+def test_citations_and_mcp_tool_blocks():
+    record = run("citations_and_mcp_tool.sse")
+    stream = record["stream"]
+    assert record["outcome"]["summary"] == ("The anthropic stream completed normally: terminal "
+                                            "`message_stop` after 15 frames.")
+    # One kind per frame: a citation is meta, not progress. An MCP tool call is run by the
+    # provider (Anthropic's MCP connector), so it is a server tool: its arguments and its result
+    # are the provider's, not a client tool call left waiting.
+    assert kinds(record) == ["meta", "meta", "text_delta", "meta", "text_delta", "text_end",
+                             "server_tool_start", "meta", "server_tool_delta",
+                             "server_tool_delta", "meta", "server_tool_end", "meta", "finish",
+                             "meta"]
+    assert stream["event_counts"]["text_start"] == 1
+    assert stream["tool_calls"] == []
+    assert stream["server_tools"] == [{"index": 0, "type": "mcp", "started_ms": 2.0,
+                                       "completed": True}]
+    assert (stream["unknown_types"], stream["finish_reason"]) == ([], "end_turn")
+    assert stream["delta_keys"] == ["text", "partial_json"]
+    assert stream["usage"] == {"input": 610, "output": 42, "cache_read": 0, "cache_write": 0}
+
+
+def test_cut_after_a_citation_and_inside_an_mcp_call():
+    data = fixture(DIALECT, "citations_and_mcp_tool.sse")
+    record = run(first_frames(data, 4), upstream="truncated")
+    assert outcome(record) == ("transport", "text")
+    record = run(first_frames(data, 9), upstream="reset")
+    assert outcome(record) == ("transport", "server_tool")
+    assert record["outcome"]["summary"] == (
+        "The connection to anthropic was reset while the provider was running its MCP tool call.")

@@ -1,6 +1,6 @@
-"""gemini dialect (SSE with `alt=sse`, and the streamed JSON array without it): fixtures from
-PROTOCOLS.md section 4, fed through the Recorder, checked against the issue 3 classification
-table, chunking invariance and redaction."""
+"""gemini dialect (SSE with `alt=sse`, and the streamed JSON array without it): fixtures from the
+public docs (samples/README.md, Sources), fed through the Recorder, checked against the issue 3
+classification table, chunking invariance and redaction."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_error_frame_mid_stream():
     assert record["outcome"]["retryable"] is True
     assert record["stream"]["errors"] == [{
         "shape": "wrapped_chunk", "t_ms": 2.0, "type": "UNAVAILABLE", "code": "503",
-        "message": "The model is overloaded. Please try again later."}]
+        "message": "The model is overloaded."}]  # one short sentence is kept
     assert kinds(record)[-1] == "error"
 
 
@@ -217,8 +217,8 @@ def test_a_blocked_prompt_ends_the_stream_with_its_block_reason():
 
 
 def test_unmodelled_parts_are_named():
-    record = run(chunk({"executableCode": {"language": "PYTHON", "code": "CANARY"}}))
-    assert record["stream"]["unknown_types"] == ["executableCode"]
+    record = run(chunk({"inlineData": {"mimeType": "image/png", "data": "CANARY"}}))
+    assert record["stream"]["unknown_types"] == ["inlineData"]
     assert kinds(record) == ["unknown"]
 
 

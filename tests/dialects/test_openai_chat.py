@@ -1,5 +1,6 @@
-"""openai-chat dialect: fixtures from PROTOCOLS.md section 1, fed through the Recorder, checked
-against the issue 3 classification table, chunking invariance and redaction."""
+"""openai-chat dialect: fixtures written from the public docs (samples/README.md, Sources), fed
+through the Recorder, checked against the issue 3 classification table, chunking invariance and
+redaction."""
 
 from __future__ import annotations
 
@@ -324,3 +325,41 @@ def test_bytewise_equals_whole(name):
 def test_random_chunkings_equal_whole(name, sizes):
     data = fixture(DIALECT, name)
     assert comparable(run(data, chunks=sizes)) == comparable(run(data))
+
+
+# -- facts no other test pinned -------------------------------------------------------------------
+def test_a_tool_call_ended_by_finish_reason_stop_is_complete():
+    call = chunk(delta={"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                        "function": {"name": "apply_patch", "arguments": "{}"}}]})
+    record = run(call + chunk(finish_reason="stop") + b"data: [DONE]\n\n")
+    assert record["stream"]["tool_calls"] == [{"index": 0, "name": "apply_patch",
+                                               "started_ms": 2.0, "arg_chunks": 1,
+                                               "arg_bytes": 2, "completed": True}]
+    assert record["stream"]["event_counts"]["tool_call"] == 1
+    cut = run(call + chunk(finish_reason="stop"), upstream="reset")
+    assert outcome(cut) == ("transport", "after_finish")  # not "while writing a tool call"
+
+
+def test_a_chunk_with_text_and_a_top_level_error_keeps_the_error():
+    body = {"id": "chatcmpl-x", "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": "CANARY-OUTPUT-7f3a"},
+                         "finish_reason": None}],
+            "error": {"message": "upstream overloaded", "type": "server_error", "code": 503}}
+    record = run(chunk(delta={"content": "hi"}) + b"data: " + json.dumps(body).encode()
+                 + b"\n\n")
+    assert record["stream"]["errors"] == [{"shape": "wrapped_chunk", "t_ms": 2.0,
+                                           "type": "server_error", "code": "503",
+                                           "message": "upstream overloaded"}]
+    assert record["outcome"]["summary"] == ("openai sent an error inside the stream "
+                                            "(server_error), as a wrapped chunk, while the "
+                                            "model was writing its answer.")
+    assert record["outcome"]["retryable"] is True
+
+
+def test_timeline_first_event_skips_keepalives():
+    keepalive, role = b": keep-alive\n\n", chunk(delta={"role": "assistant"})
+    record = run(keepalive + role + chunk(delta={"content": "hi"}),
+                 chunks=[len(keepalive), len(role)], t_step=10.0)
+    timeline = record["timeline"]
+    assert (timeline["first_byte"], timeline["first_event"], timeline["first_progress"]) == (
+        12.0, 22.0, 32.0)

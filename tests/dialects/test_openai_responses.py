@@ -1,5 +1,6 @@
-"""openai-responses dialect: fixtures from PROTOCOLS.md section 2, fed through the Recorder,
-checked against the issue 3 classification table, chunking invariance and redaction."""
+"""openai-responses dialect: fixtures written from the public docs (samples/README.md, Sources),
+fed through the Recorder, checked against the issue 3 classification table, chunking invariance and
+redaction."""
 
 from __future__ import annotations
 
@@ -287,3 +288,32 @@ def test_bytewise_equals_whole(name):
 def test_random_chunkings_equal_whole(name, sizes):
     data = fixture(DIALECT, name)
     assert comparable(run(data, chunks=sizes)) == comparable(run(data))
+
+
+# -- refusal and reasoning text (refusal_and_reasoning_text.sse) --------------------------------
+# frames: 0 created, 1 reasoning item added, 2-3 reasoning_text deltas, 4 reasoning_text done,
+# 5 item done, 6-7 message item and refusal part added, 8-9 refusal deltas, 10 refusal done,
+# 11-12 part and item done, 13 response.completed.
+def test_refusal_and_reasoning_text_are_recorded_as_text_and_reasoning():
+    record = run("refusal_and_reasoning_text.sse")
+    stream = record["stream"]
+    assert record["outcome"]["summary"] == ("The openai stream completed normally: terminal "
+                                            "`response.completed` after 14 frames.")
+    assert stream["event_counts"] == {"meta": 7, "reasoning_start": 1, "reasoning_delta": 2,
+                                      "reasoning_end": 1, "text_start": 1, "text_delta": 2,
+                                      "text_end": 1, "usage": 1, "finish": 1}
+    assert stream["delta_keys"] == ["response.reasoning_text.delta", "response.refusal.delta"]
+    assert stream["usage"] == {"input": 30, "output": 20, "reasoning": 8, "cache_read": 0}
+    assert (stream["finish_reason"], stream["unknown_types"]) == ("completed", [])
+    assert record["correlation"]["response_id"] == "resp_fx7"
+    assert record["timeline"]["first_progress"] is not None
+
+
+@pytest.mark.parametrize("frames, phase", [(3, "reasoning"), (9, "text")])
+def test_cut_in_reasoning_text_or_refusal(frames, phase):
+    data = first_frames(fixture(DIALECT, "refusal_and_reasoning_text.sse"), frames)
+    record = run(data, upstream="reset")
+    assert outcome(record) == ("transport", phase)
+    assert record["outcome"]["summary"] == (
+        "The connection to openai was reset while the model was "
+        + ("reasoning." if phase == "reasoning" else "writing its answer."))

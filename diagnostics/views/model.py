@@ -1,0 +1,183 @@
+"""The view model of a trace record: what every view (show, the page, the report, HAR) shows,
+computed once from the record and nothing else, so the views can never disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamtap.diagnostics.record.schema import upgrade
+
+# (timeline key, label) in the order a request lives through them.
+PHASE_MARKS = (
+    ("request_received", "received"),
+    ("upstream_connected", "connected"),
+    ("response_headers", "headers"),
+    ("first_byte", "first byte"),
+    ("first_event", "first event"),
+    ("first_progress", "first progress"),
+    ("last_progress", "last progress"),
+    ("terminal_event", "terminal"),
+)
+# Frame kinds grouped into the classes a view colours; the first class wins a strip cell.
+KIND_CLASSES = ("error", "tool", "reasoning", "text", "keepalive", "other")
+_CLASS_OF = {
+    "text_start": "text", "text_delta": "text", "text_end": "text",
+    "reasoning_start": "reasoning", "reasoning_delta": "reasoning", "reasoning_end": "reasoning",
+    "tool_input_start": "tool", "tool_input_delta": "tool", "tool_input_end": "tool",
+    "tool_call": "tool", "keepalive": "keepalive", "error": "error", "unterminated": "error",
+}
+
+
+def kind_class(kind: str) -> str:
+    """text, reasoning, tool, keepalive, error or other."""
+    return _CLASS_OF.get(kind, "other")
+
+
+@dataclass(frozen=True)
+class Mark:
+    label: str
+    t_ms: float
+
+
+@dataclass(frozen=True)
+class Silence:
+    start_ms: float
+    end_ms: float
+
+    @property
+    def ms(self) -> float:
+        return round(self.end_ms - self.start_ms, 1)
+
+
+@dataclass(frozen=True)
+class TraceView:
+    trace_id: str
+    session_id: str
+    message_id: str | None
+    started_at: str
+    route: str
+    provider: str | None
+    dialect: str | None
+    upstream_url: str | None
+    method: str | None
+    path: str | None
+    model: str | None
+    status: int | None
+    ok: bool
+    boundary: str | None
+    phase: str | None
+    summary: str
+    evidence: tuple[str, ...]
+    retryable: bool | None
+    confidence: str | None
+    ttfb_ms: float | None
+    end_ms: float
+    frame_count: int
+    frames_dropped: int
+    marks: tuple[Mark, ...]
+    frames: tuple[tuple[float, str], ...]  # (t_ms, kind class)
+    longest_silence: Silence | None
+    final_silence: Silence | None  # from the last frame (or headers) to the end
+    tool_calls: tuple[dict, ...]
+    error_lines: tuple[str, ...]
+    stream_errors: tuple[dict, ...]
+    correlation: tuple[tuple[str, str], ...]
+    fault: dict | None
+
+    def strip(self, cells: int) -> list[str]:
+        """The frame-density strip: per time cell the kind class that matters most, or ""."""
+        span = self.end_ms or 1.0
+        out = [""] * cells
+        for t_ms, klass in self.frames:
+            cell = min(int(t_ms / span * cells), cells - 1) if span else 0
+            current = out[cell]
+            if not current or KIND_CLASSES.index(klass) < KIND_CLASSES.index(current):
+                out[cell] = klass
+        return out
+
+
+def _error_lines(error: dict | None) -> tuple[str, ...]:
+    if not error:
+        return ()
+    first = f"{error.get('where')}: {error.get('type')}"
+    if error.get("code") is not None:
+        first += f" [{error['code']}]"
+    if error.get("message"):
+        first += f": {error['message']}"
+    lines = [first]
+    if error.get("status") is not None:
+        provider = " ".join(str(error[key]) for key in ("error_type", "error_code")
+                            if error.get(key))
+        detail = f"HTTP {error['status']}" + (f" {provider}" if provider else "")
+        if error.get("error_message"):
+            detail += f": {error['error_message']}"
+        lines.append(detail)
+    cause = error.get("cause")
+    if cause:
+        text = f"caused by {cause.get('type')}"
+        if cause.get("code") is not None:
+            text += f" [{cause['code']}]"
+        if cause.get("message"):
+            text += f": {cause['message']}"
+        lines.append(text)
+    return tuple(lines)
+
+
+def _silences(frame_times: list[float], start: float | None, end: float) -> tuple:
+    points = ([start] if start is not None else []) + frame_times
+    longest = None
+    for before, after in zip(points, points[1:]):
+        if longest is None or after - before > longest.end_ms - longest.start_ms:
+            longest = Silence(before, after)
+    final = None
+    if points and end > points[-1]:
+        final = Silence(points[-1], end)
+        if longest is None or final.ms > longest.ms:
+            longest = final
+    return longest, final
+
+
+def build_view(record: dict) -> TraceView:
+    """The view model of one record (any schema version this streamtap reads)."""
+    record = upgrade(record)
+    outcome = record.get("outcome") or {}
+    request = record.get("request") or {}
+    timeline = record.get("timeline") or {}
+    stream = record.get("stream") or {}
+    downstream = record.get("downstream") or {}
+    end_ms = next((value for value in (timeline.get("downstream_end"),
+                                       timeline.get("upstream_end"),
+                                       timeline.get("duration_ms")) if value is not None), 0.0)
+    end_ms = max(end_ms, timeline.get("duration_ms") or 0.0)
+    marks = [Mark(label, timeline[key]) for key, label in PHASE_MARKS
+             if timeline.get(key) is not None]
+    marks.append(Mark("end", end_ms))
+    frames = tuple((float(frame[0]), kind_class(frame[2])) for frame in record.get("frames") or ())
+    longest, final = _silences([t for t, _ in frames], timeline.get("response_headers"), end_ms)
+    correlation = [("trace id", record["trace_id"]), ("session", record.get("session_id"))]
+    if record.get("message_id"):
+        correlation.append(("message id", record["message_id"]))
+    for key, label in (("request_id", "request id"), ("response_id", "response id")):
+        value = (record.get("correlation") or {}).get(key)
+        if value:
+            correlation.append((label, value))
+    return TraceView(
+        trace_id=record["trace_id"], session_id=record.get("session_id") or "",
+        message_id=record.get("message_id"), started_at=record.get("started_at") or "",
+        route=record.get("route") or "", provider=record.get("provider"),
+        dialect=record.get("dialect"), upstream_url=record.get("upstream_url"),
+        method=request.get("method"), path=request.get("path"), model=request.get("model"),
+        status=downstream.get("status") or (record.get("response") or {}).get("status"),
+        ok=bool(outcome.get("ok")), boundary=outcome.get("boundary"), phase=outcome.get("phase"),
+        summary=outcome.get("summary") or "", evidence=tuple(outcome.get("evidence") or ()),
+        retryable=outcome.get("retryable"), confidence=outcome.get("confidence"),
+        ttfb_ms=timeline.get("first_byte"), end_ms=float(end_ms),
+        frame_count=stream.get("frame_count") or 0,
+        frames_dropped=record.get("frames_dropped") or 0,
+        marks=tuple(marks), frames=frames, longest_silence=longest, final_silence=final,
+        tool_calls=tuple(stream.get("tool_calls") or ()),
+        error_lines=_error_lines(record.get("error")),
+        stream_errors=tuple(stream.get("errors") or ()),
+        correlation=tuple((label, str(value)) for label, value in correlation),
+        fault=record.get("fault"),
+    )

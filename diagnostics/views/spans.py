@@ -1,0 +1,207 @@
+"""A trace record as one OpenTelemetry span: name, kind, times, attributes, events and status.
+
+Pure: the record in, plain data out; the exporter (streamtap.proxy.export.otlp) turns it into SDK
+objects. Everything here comes from the record and nothing else, so a span can hold nothing a
+record may not hold (no prompt, no output, no tool argument, no header value but the kept ones).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from streamtap.diagnostics.views import genai_conventions as sc
+
+AttributeValue = str | bool | int | float | tuple[str, ...]
+
+
+class SpanError(ValueError):
+    """A record that cannot become a span (it lacks a start time or a trace id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_ns: int
+    attributes: dict[str, AttributeValue]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanData:
+    name: str
+    kind: str  # always CLIENT: streamtap calls the provider on the client's behalf
+    trace_id: int  # 128 bits
+    span_id: int  # 64 bits
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    events: tuple[SpanEvent, ...]
+    status: str  # UNSET | ERROR
+    status_description: str | None
+
+
+def otel_ids(trace_id: str) -> tuple[int, int]:
+    """OpenTelemetry trace and span ids from a record's trace id, the same every time.
+
+    A streamtap trace id (16 hex digits) is the span id and, zero-padded, the trace id, so a
+    user can paste it into a backend's search; a re-sent record (backfill) gets the same ids.
+    """
+    try:
+        value = int(trace_id, 16) if len(trace_id) == 16 else 0
+    except ValueError:
+        value = 0
+    if not value:  # not ours, or all zeros (invalid in OTel): a stable hash instead
+        digest = hashlib.sha256(trace_id.encode()).digest()
+        return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
+    return value, value
+
+
+def epoch_ns(started_at: object) -> int:
+    try:
+        moment = datetime.fromisoformat(str(started_at).replace("Z", "+00:00"))
+    except ValueError:
+        raise SpanError(f"record has no usable started_at ({started_at!r})") from None
+    if moment.tzinfo is None:
+        raise SpanError(f"record started_at {started_at!r} has no time zone")
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def operation_name(path: str | None) -> str:
+    path = path or ""
+    for suffix, operation in sc.OPERATION_BY_PATH_SUFFIX:
+        if path.endswith(suffix):
+            return operation
+    return sc.OPERATION_DEFAULT
+
+
+def server_of(upstream_url: str | None) -> dict[str, AttributeValue]:
+    if not upstream_url:
+        return {}
+    parts = urlsplit(upstream_url)
+    if not parts.hostname:
+        return {}
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return {sc.SERVER_ADDRESS: parts.hostname, sc.SERVER_PORT: port}
+
+
+def _put(attributes: dict, key: str, value: object) -> None:
+    """Set an attribute if the record has it; OTel attributes cannot be None or mixed lists."""
+    if value is None:
+        return
+    if isinstance(value, (list, tuple)):
+        value = tuple(str(item) for item in value)
+        if not value:
+            return
+    attributes[key] = value
+
+
+def _attributes(record: dict, upstream_url: str | None) -> dict[str, AttributeValue]:
+    request = record.get("request") or {}
+    response = record.get("response") or {}
+    stream = record.get("stream") or {}
+    outcome = record.get("outcome") or {}
+    timeline = record.get("timeline") or {}
+    fault = record.get("fault") or {}
+    route = record.get("provider") or record.get("route") or ""
+    attributes: dict[str, AttributeValue] = {}
+    put = lambda key, value: _put(attributes, key, value)  # noqa: E731
+    put(sc.GEN_AI_OPERATION_NAME, operation_name(request.get("path")))
+    put(sc.GEN_AI_PROVIDER_NAME, sc.PROVIDER_BY_ROUTE.get(route, route) or None)
+    put(sc.GEN_AI_REQUEST_MODEL, request.get("model"))
+    if isinstance(request.get("stream"), bool):
+        put(sc.GEN_AI_REQUEST_STREAM, request["stream"])
+    put(sc.GEN_AI_RESPONSE_ID, (record.get("correlation") or {}).get("response_id"))
+    put(sc.GEN_AI_RESPONSE_FINISH_REASONS, finish_reasons(record))
+    first_chunk = timeline.get("first_event")
+    if first_chunk is not None and record.get("dialect") != "json":  # a whole body is no chunk
+        put(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, round(first_chunk / 1000, 4))
+    for name, key in sc.USAGE_ATTRIBUTES.items():
+        put(key, (stream.get("usage") or {}).get(name))
+    attributes.update(server_of(upstream_url))
+    put(sc.HTTP_RESPONSE_STATUS_CODE, response.get("status"))
+    evidence = outcome.get("evidence") or []
+    if outcome.get("ok") is False and outcome.get("boundary"):
+        put(sc.ERROR_TYPE, f"{outcome['boundary']}:{evidence[0]}" if evidence
+            else outcome["boundary"])
+    put(sc.SESSION_ID, record.get("session_id"))
+    put(sc.ST_SESSION_ID, record.get("session_id"))
+    put(sc.ST_MESSAGE_ID, record.get("message_id"))
+    put(sc.ST_TRACE_ID, record.get("trace_id"))
+    put(sc.ST_ROUTE, record.get("route"))
+    put(sc.ST_DIALECT, record.get("dialect"))
+    put(sc.ST_BOUNDARY, outcome.get("boundary"))
+    put(sc.ST_PHASE, outcome.get("phase"))
+    put(sc.ST_CONFIDENCE, outcome.get("confidence"))
+    put(sc.ST_EVIDENCE, evidence)
+    put(sc.ST_RETRYABLE, outcome.get("retryable"))
+    put(sc.ST_SUMMARY, outcome.get("summary"))
+    if fault:
+        put(sc.ST_FAULT_NAME, fault.get("name"))
+        put(sc.ST_FAULT_ACTION, fault.get("action"))
+        put(sc.ST_FAULT_FIRED, fault.get("fired"))
+    put(sc.ST_MAX_GAP_MS, timeline.get("max_gap_ms"))
+    put(sc.ST_FRAME_COUNT, stream.get("frame_count"))
+    put(sc.ST_STREAM_BYTES, stream.get("bytes"))
+    put(sc.ST_DOWNSTREAM_ENDED, (record.get("downstream") or {}).get("ended"))
+    return attributes
+
+
+def finish_reasons(record: dict) -> list[str] | None:
+    """`["error"]` for a stream that ended before its final event, else the provider's reason."""
+    stream = record.get("stream") or {}
+    outcome = record.get("outcome") or {}
+    if outcome.get("ok") is False and stream.get("terminal") is None:
+        return [sc.FINISH_REASON_ERROR]
+    reason = stream.get("finish_reason")
+    return [reason] if reason else None
+
+
+def _frame_events(record: dict, start_ns: int, cap: int) -> tuple[list[SpanEvent], int]:
+    """One event per frame, the first and last `cap / 2` when there are more."""
+    frames = record.get("frames") or []
+    if len(frames) > cap:
+        head = cap // 2
+        frames = frames[:head] + (frames[-(cap - head):] if cap - head else [])
+    events = []
+    for t_ms, size, kind, shape in frames:
+        attributes: dict[str, AttributeValue] = {sc.FRAME_KIND: kind, sc.FRAME_BYTES: size}
+        _put(attributes, sc.FRAME_SHAPE, shape)
+        events.append(SpanEvent(sc.EVENT_FRAME, start_ns + int(t_ms * 1_000_000), attributes))
+    total = (record.get("stream") or {}).get("frame_count") or 0
+    return events, max(total - len(events), 0)
+
+
+def record_to_span(record: dict, *, upstream_url: str | None = None,
+                   frame_events: int = sc.FRAME_EVENTS_DEFAULT) -> SpanData:
+    """The span of one trace record. `upstream_url` is the route's provider URL (for
+    `server.address`/`server.port`; the record names the route, not its URL)."""
+    trace_id = record.get("trace_id")
+    if not isinstance(trace_id, str) or not trace_id:
+        raise SpanError("record has no trace_id")
+    start_ns = epoch_ns(record.get("started_at"))
+    timeline = record.get("timeline") or {}
+    duration_ms = timeline.get("duration_ms") or 0.0
+    end_ns = start_ns + int(duration_ms * 1_000_000)
+    attributes = _attributes(record, upstream_url)
+    request = record.get("request") or {}
+    model = request.get("model")
+    name = f"{attributes[sc.GEN_AI_OPERATION_NAME]} {model}" if model else \
+        str(attributes[sc.GEN_AI_OPERATION_NAME])
+    events: list[SpanEvent] = []
+    for event_name, mark in sc.PHASE_EVENTS:
+        if timeline.get(mark) is not None:
+            events.append(SpanEvent(event_name, start_ns + int(timeline[mark] * 1_000_000), {}))
+    frames, dropped = _frame_events(record, start_ns, frame_events)
+    attributes[sc.ST_FRAME_EVENTS_DROPPED] = dropped
+    events += frames
+    events.append(SpanEvent(sc.EVENT_END, end_ns, {}))
+    events.sort(key=lambda event: event.time_ns)  # stable: a phase point precedes its frame
+    outcome = record.get("outcome") or {}
+    broke = outcome.get("ok") is False
+    trace, span = otel_ids(trace_id)
+    return SpanData(name=name, kind="CLIENT", trace_id=trace, span_id=span, start_ns=start_ns,
+                    end_ns=end_ns, attributes=attributes, events=tuple(events),
+                    status="ERROR" if broke else "UNSET",
+                    status_description=outcome.get("summary") if broke else None)

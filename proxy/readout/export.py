@@ -1,0 +1,60 @@
+"""`streamtap export`: trace records in a format other tools read. Each format is one function
+`(records, out) -> None` in FORMATS; the command picks records and hands them over."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from streamtap import __version__
+from streamtap.diagnostics.views.har import har_log
+from streamtap.proxy.readout.traces import (TraceError, load_record, read_index, record_path,
+                                            select, since_cutoff)
+
+Record = tuple[dict, Path]  # a record and the file it was read from
+
+
+def _captured(record: dict, path: Path) -> dict[str, bytes] | None:
+    """The bodies --capture-bodies wrote next to the record, if it was made with it."""
+    if not record.get("capture"):
+        return None
+    stem = path.name[:-len(".json")]
+    bodies = {}
+    for side in ("request", "response"):
+        try:
+            bodies[side] = (path.parent / f"{stem}.{side}.body").read_bytes()
+        except OSError:
+            bodies[side] = None
+    return bodies
+
+
+def write_har(records: list[Record], out: Path) -> None:
+    document = har_log([(record, _captured(record, path)) for record, path in records],
+                       __version__)
+    out.write_text(json.dumps(document, indent=1))
+
+
+FORMATS: dict[str, Callable[[list[Record], Path], None]] = {"har": write_har}
+
+
+def export(fmt: str, trace_dir: str | Path, out: str | Path, *, session: str | None = None,
+           failed: bool = False, since: str | None = None) -> int:
+    try:
+        cutoff = since_cutoff(since, datetime.now(timezone.utc)) if since else None
+        lines = select(read_index(Path(trace_dir), session), failed=failed, since=cutoff)
+    except TraceError as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 2
+    records: list[Record] = []
+    for line in reversed(lines):  # oldest first, as a browser lists requests
+        try:
+            path = record_path(line)
+            records.append((load_record(path), path))
+        except TraceError as exc:
+            print(f"streamtap: skipped: {exc}", file=sys.stderr)
+    FORMATS[fmt](records, Path(out))
+    print(f"wrote {out}: {len(records)} request(s)", file=sys.stderr)
+    return 0

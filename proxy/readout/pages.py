@@ -1,0 +1,71 @@
+"""The HTML the proxy serves (the live page, one trace's section) and `streamtap report` writes:
+reads index lines and records, hands them to the pure HTML views."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from streamtap.diagnostics.views.html import render_page, render_trace
+from streamtap.diagnostics.views.model import TraceView, build_view
+from streamtap.proxy.readout.traces import (Listing, TraceError, find_trace, load_record,
+                                            public, read_index, record_path, select,
+                                            since_cutoff)
+
+PAGE_TRACES = 50  # traces the live page opens with; older ones are a `streamtap report` away
+
+
+def _views(lines: list[dict]) -> tuple[list[dict], list[TraceView]]:
+    """The lines whose record could be read, and their views (a record being written or
+    removed is left out, not fatal)."""
+    kept, views = [], []
+    for line in lines:
+        try:
+            views.append(build_view(load_record(record_path(line))))
+        except (TraceError, KeyError, ValueError):
+            continue
+        kept.append(public(line))
+    return kept, views
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def live_page(trace_dir: Path, nonce: str) -> str:
+    try:
+        listing = read_index(trace_dir)
+    except TraceError:
+        listing = Listing()  # nothing recorded yet: the page fills as requests finish
+    lines, views = _views(select(listing, last=PAGE_TRACES))
+    return render_page(lines, views, title="streamtap: live", live=True, nonce=nonce,
+                       generated_at=_now())
+
+
+def trace_fragment(trace_dir: Path, trace_id: str) -> str | None:
+    if not trace_id.isalnum():
+        return None
+    try:
+        return render_trace(build_view(find_trace(trace_dir, trace_id)))
+    except TraceError:
+        return None
+
+
+def report(trace_dir: str | Path, out: str | Path, *, session: str | None = None,
+           failed: bool = False, since: str | None = None, last: int | None = None) -> int:
+    """`streamtap report`: the page's views as one self-contained file."""
+    try:
+        cutoff = since_cutoff(since, datetime.now(timezone.utc)) if since else None
+        listing = read_index(Path(trace_dir), session)
+    except TraceError as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 2
+    lines, views = _views(select(listing, failed=failed, since=cutoff, last=last))
+    title = "streamtap report" + (f": session {session}" if session else "")
+    html = render_page(lines, views, title=title, live=False, nonce=secrets.token_urlsafe(16),
+                       generated_at=_now())
+    Path(out).write_text(html)
+    print(f"wrote {out}: {len(views)} trace(s)", file=sys.stderr)
+    return 0

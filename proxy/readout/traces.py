@@ -1,0 +1,182 @@
+"""Reading a trace directory back: index lines for listing, records for showing.
+
+Listing reads only `index.jsonl` files (one per session folder), never the records, so `ls`
+stays fast over a hundred thousand requests. A broken line or an unreadable folder is skipped
+and counted, never fatal: a trace directory is often written while it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+
+_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be found or read; the message says what to do."""
+
+
+@dataclass
+class Listing:
+    """Index lines, newest first, still as bytes: only the ones a command shows get parsed."""
+
+    entries: list[tuple[bytes, bytes, Path]] = field(default_factory=list)  # (time, line, dir)
+    skipped: int = 0  # lines that were not index lines (a write in progress, a bad edit)
+
+    @property
+    def lines(self) -> list[dict]:
+        """Every line parsed (for the few callers that want them all)."""
+        return select(self)
+
+
+# Index lines are written by json.dumps with compact separators (proxy/store.py), so the time and
+# the verdict can be read from the bytes; json.loads on every one of 100,000 lines would not fit
+# in `ls`'s one second.
+_STARTED = re.compile(rb'"started_at":\s*"([^"]*)"')
+_OK = b'"ok":true'
+
+
+def since_cutoff(text: str, now: datetime) -> str:
+    """`1h`, `30m`, `2d`, or an ISO time -> the ISO UTC string index times are compared with."""
+    match = _RELATIVE.fullmatch(text.strip())
+    if match:
+        moment = now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    else:
+        try:
+            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise TraceError(f"--since {text!r} is neither a duration (30m, 1h, 2d) nor an ISO "
+                             "time (2026-11-25T12:00:00Z)") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_dirs(trace_dir: Path, session: str | None = None) -> list[Path]:
+    if not trace_dir.is_dir():
+        raise TraceError(f"no trace directory at {trace_dir}; pass --trace-dir DIR (where "
+                         "`streamtap serve` writes, default ./streamtap-traces)")
+    if session is not None:
+        folder = trace_dir / session
+        if not folder.is_dir():
+            raise TraceError(f"no session `{session}` in {trace_dir}; `streamtap ls` lists "
+                             "the sessions it has")
+        return [folder]
+    return [path for path in trace_dir.iterdir() if path.is_dir()]
+
+
+def read_index(trace_dir: Path, session: str | None = None) -> Listing:
+    """Every index line of the trace dir (or one session), newest first, unparsed."""
+    listing = Listing()
+    entries = listing.entries
+    search = _STARTED.search
+    for folder in session_dirs(trace_dir, session):
+        try:
+            data = (folder / "index.jsonl").read_bytes()
+        except OSError:
+            continue
+        for raw in data.splitlines():
+            match = search(raw)
+            if match is None:
+                listing.skipped += 1 if raw.strip() else 0
+                continue
+            entries.append((match.group(1), raw, folder))
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    return listing
+
+
+def select(listing: Listing, *, failed: bool = False, since: str | None = None,
+           provider: str | None = None, last: int | None = None) -> list[dict]:
+    """The newest-first index lines that pass the filters, parsed; `since` is an ISO cutoff
+    from since_cutoff(). Lines that turn out not to be JSON are counted in `skipped`."""
+    out = []
+    cutoff = since.encode() if since is not None else None
+    for started, raw, folder in listing.entries:
+        if cutoff is not None and started < cutoff:
+            break  # newest first: everything after is older
+        if failed and _OK in raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            listing.skipped += 1
+            continue
+        if not isinstance(line, dict) or "trace_id" not in line:
+            listing.skipped += 1
+            continue
+        if failed and line.get("ok") is True:
+            continue
+        if provider is not None and line.get("provider", line.get("route")) != provider:
+            continue
+        # Index lines written before they named their session still list.
+        line.setdefault("session_id", folder.name)
+        line["_dir"] = folder
+        out.append(line)
+        if last is not None and len(out) >= last:
+            break
+    return out
+
+
+def record_path(line: dict) -> Path:
+    folder: Path = line["_dir"]
+    if line.get("file"):
+        return folder / line["file"]
+    matches = sorted(folder.glob(f"*-{line['trace_id']}.json"))
+    if not matches:
+        raise TraceError(f"the record of trace {line['trace_id']} is missing from {folder}")
+    return matches[-1]
+
+
+def load_record(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise TraceError(f"{path} is not a JSON trace record") from None
+    if not isinstance(record, dict):
+        raise TraceError(f"{path} is not a JSON trace record")
+    try:
+        return upgrade(record)
+    except RecordVersionError as exc:
+        raise TraceError(f"{path}: {exc}") from None
+
+
+def find_trace(trace_dir: Path, ref: str | None, *, last: bool = False,
+               failed: bool = False) -> dict:
+    """The record named by a file path, a trace id or an unambiguous prefix of one, or (with
+    `last`) the newest one (the newest failed one with `failed`)."""
+    if ref is not None and (ref.endswith(".json") or "/" in ref):
+        return load_record(Path(ref))
+    listing = read_index(trace_dir)
+    if last or ref is None:
+        chosen = select(listing, failed=failed, last=1)
+        if not chosen:
+            what = "failed trace" if failed else "trace"
+            raise TraceError(f"no {what} in {trace_dir}")
+        return load_record(record_path(chosen[0]))
+    ref = ref.lower()
+    needle = ref.encode()
+    listing.entries = [entry for entry in listing.entries if needle in entry[1]]
+    matches = [line for line in select(listing) if str(line["trace_id"]).startswith(ref)]
+    if not matches:
+        raise TraceError(f"no trace id starting with `{ref}` in {trace_dir}; `streamtap ls` "
+                         "lists them")
+    ids = sorted({line["trace_id"] for line in matches})
+    if len(ids) > 1:
+        raise TraceError(f"`{ref}` matches {len(ids)} traces ({', '.join(ids[:5])}"
+                         f"{', ...' if len(ids) > 5 else ''}); give more characters")
+    return load_record(record_path(matches[0]))
+
+
+def public(line: dict) -> dict:
+    """An index line without the reader's own bookkeeping, for --format json."""
+    return {key: value for key, value in line.items() if not key.startswith("_")}

@@ -1,0 +1,224 @@
+"""FakeProvider: a fake upstream on a free loopback port that answers like a provider, with
+scripted streams, replayed samples, or (by default) a plausible answer to each request. It is
+`streamtap replay`'s server with a chooser of its own: the same rebuild plays the frames and the
+same endings machinery resets, truncates or stalls."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from streamtap.diagnostics.samples.scripted import ScriptError, default_answer, scripted_sample
+
+from streamtap.proxy.replay.choose import Ask, Choice, Chooser
+from streamtap.proxy.replay.corpus import bundled_samples_dir
+from streamtap.proxy.replay.library import Loaded, ReplayError, load_library, sample_name
+from streamtap.proxy.replay.samplestore import ExportError, sample_files
+from streamtap.proxy.replay.server import SHUTDOWN_GRACE_S, build_replay_app
+from streamtap.proxy.serve.run import listen
+from streamtap.proxy.testing.loopthread import LoopThread
+
+__all__ = ["FakeProvider", "ScriptedStream", "ScriptError"]
+
+
+@dataclass(frozen=True)
+class ScriptedStream:
+    """A stream made by `FakeProvider.stream(...)`: a sample of its dialect, rebuilt and ended
+    like a replayed one."""
+
+    dialect: str
+    loaded: Loaded
+
+    @property
+    def ending(self) -> str:
+        return self.loaded.sample["ending"]
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request the fake answered: its path, the sample or script, and how it ends."""
+
+    method: str
+    path: str
+    name: str
+    ending: str
+    why: str
+
+
+class _FakeChooser:
+    """A sample the request names (model or x-streamtap-sample), else the next scripted stream
+    of its dialect, else the default answer built from the request itself."""
+
+    def __init__(self, scripted: list[ScriptedStream], load: Callable[[], list[Loaded]],
+                 names: set[str]):
+        self.scripted = deque(scripted)
+        self.names = names  # the sample names, known without loading the samples
+        self._load = load
+        self._library: Chooser | None = None
+        self.served: list[Served] = []
+
+    @property
+    def library(self) -> Chooser:
+        """The samples, loaded when a request first names one (the bundled corpus takes a
+        fifth of a second to rebuild, and most tests never ask for it)."""
+        if self._library is None:
+            self._library = Chooser(self._load())
+        return self._library
+
+    def choose(self, ask: Ask) -> Choice | str:
+        choice = self._choose(ask)
+        if isinstance(choice, Choice):
+            loaded = choice.loaded
+            self.served.append(Served(ask.method, ask.path, loaded.name,
+                                      loaded.sample["ending"], choice.why))
+        return choice
+
+    def _choose(self, ask: Ask) -> Choice | str:
+        if ask.sample is not None or (ask.model in self.names
+                                      and self.library.by_name(ask.model)):
+            return self.library.choose(ask)
+        for script in list(self.scripted):
+            if script.loaded.answers_dialect == ask.dialect:
+                self.scripted.remove(script)
+                return Choice(script.loaded, "the next scripted stream of its dialect")
+        if ask.dialect is None:
+            return (f"the fake provider does not know the API at {ask.path}: it answers "
+                    "/v1/chat/completions, /v1/responses, /v1/messages, Gemini "
+                    ":generateContent/:streamGenerateContent and Ollama /api/chat")
+        dialect = "gemini" if ask.dialect == "gemini" else ask.dialect
+        sample = default_answer(dialect, ask.body, ask.stream, ask.model)
+        kind = "tool call" if ask.defines_tools else "text answer"
+        return Choice(Loaded.from_sample(f"default-{kind.replace(' ', '-')}", sample),
+                      f"the default {kind} for {ask.kind}")
+
+
+class FakeProvider:
+    """A fake LLM provider on a free loopback port (`.url`), for tests without network or key.
+
+    `FakeProvider(*streams)` serves the scripted streams (made with `FakeProvider.stream`) one per
+    request, each to the next request of its dialect; a request with no script left gets a
+    default answer in its dialect and `stream` flag: a call of its first tool (arguments in at
+    least 8 pieces) when it defines tools, else a text answer of at least 10 deltas, both ending
+    normally. A request can also ask for a sample by name or ending, with its `model` or the
+    `x-streamtap-sample` header: from `samples` (files or folders; default: the corpus that
+    ships with streamtap), played at `speed`.
+
+    Use it as a context manager (`with` or `async with`); the server runs on its own thread.
+    """
+
+    def __init__(self, *streams: ScriptedStream, samples: str | os.PathLike | list | None = None,
+                 speed: float = 1.0, host: str = "127.0.0.1"):
+        for stream in streams:
+            if not isinstance(stream, ScriptedStream):
+                raise TypeError(f"FakeProvider takes streams made with FakeProvider.stream(...), "
+                                f"got {stream!r}")
+        if not speed > 0:
+            raise ValueError(f"speed must be more than 0, got {speed}")
+        targets = samples if isinstance(samples, (list, tuple)) else [
+            samples if samples is not None else bundled_samples_dir()]
+
+        def load() -> list[Loaded]:
+            try:
+                library = load_library([str(target) for target in targets])
+            except ReplayError as exc:
+                raise ValueError(str(exc)) from None
+            for loaded in library:
+                loaded.speed = speed
+            return library
+
+        try:
+            names = {sample_name(path) for path in sample_files(list(targets))}
+        except ExportError as exc:
+            raise ValueError(str(exc)) from None
+        self._chooser = _FakeChooser(list(streams), load, names)
+        if samples is not None:
+            self._chooser.library  # samples the caller named: a bad file is said now
+        self.host = host
+        self.port = 0
+        self._thread: LoopThread | None = None
+        self._runner: web.AppRunner | None = None
+
+    @staticmethod
+    def stream(dialect: str, *, text: str | None = None, reasoning: str | None = None,
+               tool_calls: list[dict] | None = None, ending: str = "terminal",
+               at: str | None = None, speed: float = 1.0, stream: bool = True,
+               status: int = 500, headers: dict[str, str] | None = None,
+               model: str = "streamtap-fake", include_usage: bool = False) -> ScriptedStream:
+        """A valid `dialect` stream (`openai-chat`, `openai-responses`, `anthropic-messages`,
+        `gemini`, `ollama-ndjson`) holding `text`, `reasoning` and `tool_calls`
+        (`[{"name": ..., "arguments": {...}}]`, arguments sent in at least 8 pieces where the
+        dialect streams them), that ends as `ending` says (`terminal`, `clean_close`, `reset`,
+        `truncated`, `stalled`, `http_error` with `status`, `no_response`) right after the
+        trigger `at` fires (`event:<kind>:<n>`, `events:<n>`, `first_progress`; default: after
+        the last delta). `speed` scales the timing (frames 10 ms apart at 1.0); `stream=False`
+        makes a whole JSON reply; `include_usage` adds OpenAI Chat's usage chunk. A bad
+        combination raises ScriptError saying what to change."""
+        sample = scripted_sample(dialect, text=text, reasoning=reasoning, tool_calls=tool_calls,
+                                 ending=ending, at=at, speed=speed, stream=stream, status=status,
+                                 headers=headers, model=model, include_usage=include_usage)
+        return ScriptedStream(dialect, Loaded.from_sample(f"scripted-{dialect}-{ending}", sample))
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:PORT`: give it to a route (`Proxy(routes={"openai": fake.url})`)
+        or straight to a client (plus `/v1` for the OpenAI SDK)."""
+        if not self.port:
+            raise RuntimeError("the fake provider is not running: use it in a `with` block or "
+                               "call start()")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def served(self) -> list[Served]:
+        """Each request answered so far, in order: path, sample name, ending, why."""
+        return list(self._chooser.served)
+
+    def start(self) -> "FakeProvider":
+        if self._thread is not None:
+            return self
+        self._thread = LoopThread("streamtap-fake-provider")
+        try:
+            self.port = self._thread.run(self._start)
+        except BaseException:
+            self._thread.stop()
+            self._thread = None
+            raise
+        return self
+
+    async def _start(self) -> int:
+        app = build_replay_app(self._chooser, 1.0, log_requests=False)
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                                     shutdown_timeout=SHUTDOWN_GRACE_S)
+        await self._runner.setup()
+        port = await listen(self._runner, self.host, 0)
+        if port is None:
+            await self._runner.cleanup()
+            raise RuntimeError(f"the fake provider could not listen on {self.host}")
+        return port
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        try:
+            if self._runner is not None:
+                self._thread.run(self._runner.cleanup)
+        finally:
+            self._thread.stop()
+            self._thread = None
+
+    def __enter__(self) -> "FakeProvider":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> "FakeProvider":
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc) -> None:
+        await asyncio.to_thread(self.stop)
+

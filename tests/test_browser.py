@@ -1,0 +1,109 @@
+"""The live page and the report in real headless Chromium, through the DevTools protocol: one
+timeline per trace, the failure marker on failed ones only, a row added live when a request
+finishes, and a provider error message of `<script>...` shown as text (no script ran)."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.cdp import Browser, chromium_path
+from tests.fakeprovider import Scenario
+from tests.proxyproc import ProxyProcess, new_session
+from tests.streams import chat_text_stream, sse
+from tests.tracefixtures import HOSTILE_MESSAGE, HOSTILE_MESSAGE_KEPT, build
+
+DOM_FACTS = """(() => {
+  const sections = [...document.querySelectorAll("section.trace")];
+  return {
+    title: document.title,
+    sections: sections.map(s => s.dataset.traceId),
+    perTrace: sections.map(s => s.querySelectorAll("svg.timeline").length),
+    failed: sections.filter(s => s.querySelector(".failure-marker")).map(s => s.dataset.traceId),
+    rows: [...document.querySelectorAll("#rows tr")].map(r => r.dataset.traceId),
+    failedRows: [...document.querySelectorAll("#rows tr.failed")].map(r => r.dataset.traceId),
+    messages: [...document.querySelectorAll(".error-line")].map(e => e.textContent),
+    planted: document.querySelectorAll("section.trace script, section.trace img, #rows script").length,
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    path = chromium_path()
+    if path is None:
+        pytest.fail("chromium is required for the browser tests (.ci/run installs Debian's "
+                    "`chromium`)")
+    return path
+
+
+def check_fixture_page(facts: dict, records: list[dict]) -> None:
+    ids = [record["trace_id"] for record in records]
+    assert sorted(facts["sections"]) == sorted(ids)
+    assert facts["perTrace"] == [1] * len(ids)  # one timeline per trace
+    failed = sorted(record["trace_id"] for record in records if not record["outcome"]["ok"])
+    assert sorted(facts["failed"]) == failed and sorted(facts["failedRows"]) == failed
+    assert sum(HOSTILE_MESSAGE_KEPT in text for text in facts["messages"]) == 2  # HTTP 429 + in-stream
+    assert facts["planted"] == 0 and "pwned" not in facts["title"]
+
+
+async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, tmp_path):
+    records = build(tmp_path / "traces")
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url}, trace_dir=tmp_path / "traces")
+    try:
+        async with Browser(chromium) as browser:
+            await browser.open(proxy.url() + "/_streamtap/")
+            facts = await browser.evaluate(DOM_FACTS)
+            assert facts["title"] == "streamtap: live"
+            check_fixture_page(facts, records)
+            await browser.wait_for("document.querySelectorAll('#rows tr').length === 9")
+
+            hostile = fake.add(Scenario(chat_text_stream(2, done=False)[:-1] + [
+                sse({"error": {"type": "server_error", "message": HOSTILE_MESSAGE}})]))
+            session = new_session()
+            await asyncio.to_thread(_post, proxy, hostile, session)
+            await browser.wait_for("document.querySelectorAll('section.trace').length === 10")
+            facts = await browser.evaluate(DOM_FACTS)
+            new_id = proxy.record(session)["trace_id"]
+            assert facts["rows"][0] == new_id and new_id in facts["failedRows"]
+            assert facts["sections"][0] == new_id and new_id in facts["failed"]
+            assert facts["perTrace"] == [1] * 10
+            assert await browser.evaluate("document.getElementById('count').textContent") == "10"
+            assert sum(HOSTILE_MESSAGE_KEPT in text for text in facts["messages"]) == 3
+            assert facts["planted"] == 0 and facts["title"] == "streamtap: live"
+
+            await browser.evaluate("document.getElementById('only-failed').click()")
+            hidden = await browser.evaluate(
+                "[...document.querySelectorAll('#rows tr.hidden')].map(r => r.dataset.ok)")
+            assert hidden == ["true"]
+            await browser.screenshot(tmp_path / "live-page.png")
+            assert (tmp_path / "live-page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        proxy.stop()
+
+
+def _post(proxy, prefix: str, session: str) -> None:
+    import httpx
+
+    httpx.post(proxy.url("fake") + prefix + "/v1/chat/completions",
+               json={"model": "gpt-live", "stream": True},
+               headers={"x-streamtap-session": session}, timeout=10)
+
+
+async def test_report_opens_offline_with_the_same_views(chromium, tmp_path):
+    records = build(tmp_path / "traces")
+    from streamtap.proxy.readout.pages import report
+
+    out = tmp_path / "report.html"
+    assert report(tmp_path / "traces", out) == 0
+    html = out.read_text()
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in html.replace("https://api.openai.com:443", "")
+    async with Browser(chromium) as browser:
+        await browser.open(Path(out).as_uri())
+        facts = await browser.evaluate(DOM_FACTS)
+        check_fixture_page(facts, records)
+        await browser.evaluate("document.getElementById('only-failed').click()")
+        visible = await browser.evaluate(
+            "[...document.querySelectorAll('section.trace:not(.hidden)')].length")
+        assert visible == len([r for r in records if not r["outcome"]["ok"]])
