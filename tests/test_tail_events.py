@@ -12,7 +12,7 @@ import httpx
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from streamtap.proxy.serve.app import readout_guard
+from streamtap.proxy.serve.guard import guarded
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream, chat_tool_stream
@@ -118,7 +118,12 @@ def test_events_stream_carries_the_index_line_and_ends_at_shutdown(fake, tmp_pat
     assert time.monotonic() - started < 4, "an open event stream held up shutdown"
 
 
-def test_read_out_routes_sit_behind_the_control_guard():
+async def test_read_out_routes_sit_behind_the_control_guard():
+    async def handler(request):
+        return None  # reached: the guard let the request in
+
+    readout_guard = guarded(handler)
+
     def request_from(address: str, host: str = "127.0.0.1:8787"):
         extra = {"peername": (address, 50000), "sockname": ("127.0.0.1", 8787)}
         transport = type("T", (), {"get_extra_info": lambda self, name, default=None:
@@ -126,11 +131,11 @@ def test_read_out_routes_sit_behind_the_control_guard():
         return make_mocked_request("GET", "/_streamtap/events", headers={"Host": host},
                                    transport=transport)
 
-    assert readout_guard(request_from("127.0.0.1")) is None
-    assert readout_guard(request_from("127.0.0.1", host="localhost:8787")) is None
+    assert await readout_guard(request_from("127.0.0.1")) is None
+    assert await readout_guard(request_from("127.0.0.1", host="localhost:8787")) is None
     for refused in (request_from("192.168.1.20"),                    # not loopback
                     request_from("127.0.0.1", host="evil.example")):  # DNS rebinding
-        answer = readout_guard(refused)
+        answer = await readout_guard(refused)
         assert answer is not None and answer.status == 403
 
 

@@ -1,8 +1,9 @@
-"""The read-out endpoints a running proxy serves under `/_streamtap/` (loopback only): the event
-stream of finished requests, the live page, and one trace's view for the page to fetch.
+"""The read-out endpoints a running proxy serves under `/_streamtap/`: the event stream of
+finished requests, the live page, and one trace's view for the page to fetch.
 
-The proxy registers them with add_readout_routes(app, guard, trace_dir=...): `guard(request)`
-returns None to let a request in, or the response that refuses it.
+The proxy registers them with add_readout_routes(app, guard, trace_dir=...): `guard(handler)` is
+the control API's wrapper (proxy/serve/guard.py), so the read-out answers exactly whom the
+control API answers.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from aiohttp import web
 
 from streamtap.diagnostics.views.text import ls_cells
 from streamtap.proxy.readout.feed import Feed
+from streamtap.proxy.serve.guard import Handler
 
 PREFIX = "/_streamtap/"
 KEEPALIVE_S = 15.0  # an SSE comment this often, so idle connections are not reaped
 FEED_KEY: web.AppKey[Feed] = web.AppKey("readout_feed")
-Guard = Callable[[web.Request], "web.StreamResponse | None"]
+Guard = Callable[[Handler], Handler]  # wraps a handler: refused requests never reach it
 
 
 def event_bytes(summary: dict) -> bytes:
@@ -43,14 +45,6 @@ def add_readout_routes(app: web.Application, guard: Guard, *, trace_dir: str | P
 
     async def close(app: web.Application) -> None:
         feed.close()
-
-    def guarded(handler):
-        async def checked(request: web.Request) -> web.StreamResponse:
-            refusal = guard(request)
-            if refusal is not None:
-                return refusal
-            return await handler(request)
-        return checked
 
     async def events(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"content-type": "text/event-stream",
@@ -102,7 +96,7 @@ def add_readout_routes(app: web.Application, guard: Guard, *, trace_dir: str | P
 
     app.on_startup.append(bind)
     app.on_shutdown.append(close)
-    app.router.add_get(PREFIX, guarded(page))
-    app.router.add_get(PREFIX + "events", guarded(events))
-    app.router.add_get(PREFIX + "traces/{trace_id}", guarded(trace))
+    app.router.add_get(PREFIX, guard(page))
+    app.router.add_get(PREFIX + "events", guard(events))
+    app.router.add_get(PREFIX + "traces/{trace_id}", guard(trace))
     return feed

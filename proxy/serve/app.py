@@ -14,7 +14,7 @@ from aiohttp import web
 
 from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
-from streamtap.proxy.serve.guard import control_error, guarded, refusal
+from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange, proxy_error_response
 from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
@@ -135,12 +135,6 @@ def repeats_route_prefix(url: str, rest: str) -> bool:
     return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
 
 
-def readout_guard(request: web.Request) -> web.Response | None:
-    """The read-out (live page, events) sits behind the same guard as the control API."""
-    problem = refusal(request)
-    return None if problem is None else control_error(problem.status, problem.message)
-
-
 def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Application:
     proxy = Proxy(config, store, log, exporter)
     app = web.Application(client_max_size=config.max_request_body_bytes + 1)
@@ -167,7 +161,7 @@ def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Appl
     # Every /_streamtap/ endpoint sits behind the one guard (proxy/serve/guard.py).
     app.router.add_get(CONTROL_PREFIX + "health", guarded(handle_health))
     add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
-    proxy.feed = add_readout_routes(app, readout_guard, trace_dir=config.trace_dir)
+    proxy.feed = add_readout_routes(app, guarded, trace_dir=config.trace_dir)
     app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", guarded(handle_control_unknown))
     app.router.add_route("*", "/{tail:.*}", handle_forward)
     return app

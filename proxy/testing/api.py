@@ -3,7 +3,6 @@ with its own event loop; arm faults in-process and read the records it wrote."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 import logging
@@ -19,7 +18,7 @@ from streamtap.proxy.faults.rules import FaultBook, FaultRule, parse_fault_heade
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.run import app_runner, listen
 from streamtap.proxy.store import TraceStore
-from streamtap.proxy.testing.loopthread import LoopThread
+from streamtap.proxy.testing.loopthread import Background, LoopThread
 from streamtap.proxy.testing.records import Record, read_records
 
 __all__ = ["Proxy", "FaultHandle", "Record"]
@@ -90,7 +89,7 @@ class FaultHandle:
         return f"FaultHandle({self.rule.as_dict()})"
 
 
-class Proxy:
+class Proxy(Background):
     """The streamtap proxy on a free loopback port, for a test.
 
     `routes` maps route names to upstream URLs (or anything with a `.url`, such as a
@@ -171,18 +170,6 @@ class Proxy:
             self._runner = None
             if self._tempdir is not None:
                 self._tempdir.cleanup()
-
-    def __enter__(self) -> "Proxy":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> "Proxy":
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, *exc) -> None:
-        await asyncio.to_thread(self.stop)
 
     # -- use ---------------------------------------------------------------------------------
     def url(self, route: str = "") -> str:

@@ -5,7 +5,6 @@ same endings machinery resets, truncates or stalls."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from streamtap.proxy.replay.library import Loaded, ReplayError, load_library, sa
 from streamtap.proxy.replay.samplestore import ExportError, sample_files
 from streamtap.proxy.replay.server import SHUTDOWN_GRACE_S, build_replay_app
 from streamtap.proxy.serve.run import listen
-from streamtap.proxy.testing.loopthread import LoopThread
+from streamtap.proxy.testing.loopthread import Background, LoopThread
 
 __all__ = ["FakeProvider", "ScriptedStream", "ScriptError"]
 
@@ -97,7 +96,7 @@ class _FakeChooser:
                       f"the default {kind} for {ask.kind}")
 
 
-class FakeProvider:
+class FakeProvider(Background):
     """A fake LLM provider on a free loopback port (`.url`), for tests without network or key.
 
     `FakeProvider(*streams)` serves the scripted streams (made with `FakeProvider.stream`) one per
@@ -209,16 +208,4 @@ class FakeProvider:
         finally:
             self._thread.stop()
             self._thread = None
-
-    def __enter__(self) -> "FakeProvider":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> "FakeProvider":
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, *exc) -> None:
-        await asyncio.to_thread(self.stop)
 

@@ -40,3 +40,27 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
+
+
+class Background:
+    """`with` and `async with` for a server that runs on a LoopThread: the subclass gives
+    `start()` (returning itself) and `stop()`; the async forms run them off the caller's loop,
+    since both block until the server thread has answered."""
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    async def __aenter__(self):
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc) -> None:
+        await asyncio.to_thread(self.stop)
