@@ -261,8 +261,7 @@ def _samples_parser(commands) -> None:
                                             "Requests streamtap answered itself are left out; "
                                             "runs of the same structure and ending make one "
                                             "sample (the median timing).")
-    export.add_argument("--trace-dir", metavar="DIR",
-                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+    _trace_dir_flag(export)
     export.add_argument("--session", metavar="S", help="only this session's records")
     export.add_argument("--since", metavar="ISO", help="only records started at or after this "
                                                        "time (e.g. 2025-06-01T12:00:00Z)")
@@ -367,15 +366,21 @@ def _trace_dir_flag(parser) -> None:
                         help="where streamtap serve wrote records (default ./streamtap-traces)")
 
 
+def _trace_filter_flags(parser) -> None:
+    """The filters ls, report and export share, read by readout.traces the same way."""
+    parser.add_argument("--session", metavar="S", help="only this session")
+    parser.add_argument("--failed", action="store_true",
+                        help="only requests that did not end well")
+    parser.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
+                                                          "(30m, 1h, 2d, or an ISO time)")
+
+
 def _ls_parser(commands) -> None:
     ls = commands.add_parser("ls", help="list recorded requests, newest first",
                              description="List recorded requests, newest first, from the "
                                          "index files only (fast over many records).")
     _trace_dir_flag(ls)
-    ls.add_argument("--session", metavar="S", help="only this session")
-    ls.add_argument("--failed", action="store_true", help="only requests that did not end well")
-    ls.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
-                                                      "(30m, 1h, 2d, or an ISO time)")
+    _trace_filter_flags(ls)
     ls.add_argument("--last", type=int, metavar="N", help="at most N requests (default: 50 in "
                                                           "a table, all in JSON)")
     ls.add_argument("--format", choices=("table", "json"), default="table",
@@ -435,10 +440,7 @@ def _report_parser(commands) -> None:
                                  description="The live page's views as one HTML file (inline CSS "
                                              "and SVG, no network) to attach to a bug report.")
     _trace_dir_flag(report)
-    report.add_argument("--session", metavar="S", help="only this session")
-    report.add_argument("--failed", action="store_true", help="only requests that did not end "
-                                                               "well")
-    report.add_argument("--since", metavar="1h|ISO", help="only requests started since then")
+    _trace_filter_flags(report)
     report.add_argument("--last", type=int, metavar="N", help="at most the newest N requests")
     report.add_argument("-o", "--out", required=True, metavar="FILE", help="the HTML file")
     report.set_defaults(func=cmd_report)
@@ -464,10 +466,7 @@ def _export_parser(commands) -> None:
                          help="as OpenTelemetry spans to an OTLP/HTTP backend, to backfill "
                               "(needs streamtap[otel])")
     _trace_dir_flag(export)
-    export.add_argument("--session", metavar="S", help="only this session")
-    export.add_argument("--failed", action="store_true", help="only requests that did not end "
-                                                               "well")
-    export.add_argument("--since", metavar="1h|ISO", help="only requests started since then")
+    _trace_filter_flags(export)
     export.add_argument("-o", "--out", metavar="FILE", help="the file to write (with --har)")
     from streamtap.proxy.export.backfill import add_otlp_export
 
