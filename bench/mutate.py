@@ -40,11 +40,12 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "bench" / "mutation_equivalents.toml"
 VERDICT_MODULES = (
     "diagnostics/verdict/classify.py", "diagnostics/verdict/stream.py",
-    "diagnostics/record/redact.py", "diagnostics/decode/sse.py",
-    "diagnostics/decode/triggers.py", "proxy/faults/rules.py",
+    "diagnostics/record/redact.py", "diagnostics/record/secrets.py",
+    "diagnostics/decode/sse.py", "diagnostics/decode/triggers.py", "proxy/faults/rules.py",
     "diagnostics/dialects/openai_chat.py", "diagnostics/dialects/openai_responses.py",
     "diagnostics/dialects/anthropic_messages.py", "diagnostics/dialects/gemini.py",
-    "diagnostics/dialects/ollama_ndjson.py",
+    "diagnostics/dialects/ollama_ndjson.py", "diagnostics/dialects/errorframes.py",
+    "diagnostics/dialects/usage.py",
 )
 # Fixtures (and calls) that mean a test runs the proxy in another process.
 SUBPROCESS_FIXTURES = {"proxy", "fake", "node"}
