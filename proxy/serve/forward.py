@@ -26,7 +26,7 @@ from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
 from streamtap.diagnostics.record.redact import redact_path, safe_id
 
-from streamtap.proxy.serve import relay, sockets, upload
+from streamtap.proxy.serve import bodytap, relay, sockets, upload
 from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
 from streamtap.proxy.faults.inject import FaultRun
 from streamtap.proxy.serve.upstream import Attempt
@@ -336,9 +336,15 @@ class Exchange:
                     headers[hdrs.CONTENT_LENGTH] = str(request.content_length)
             else:
                 data = body if (body or request.content_length is not None) else None
-            return await self.proxy.upstream.send(
-                self, request.method, url, headers=headers, data=data,
-                allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS)
+            # A fault reads the body through aiohttp (it cuts on frames, stalls, rewrites); any
+            # other body is held raw for the relay.
+            raw_body = bodytap.WANT_RAW_BODY.set(self.fault is None)
+            try:
+                return await self.proxy.upstream.send(
+                    self, request.method, url, headers=headers, data=data,
+                    allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS)
+            finally:
+                bodytap.WANT_RAW_BODY.reset(raw_body)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             if self.body_over_limit:
                 self.response = self._too_large()
@@ -361,9 +367,10 @@ class Exchange:
 
     async def _copy_body(self, upstream: aiohttp.ClientResponse,
                          response: web.StreamResponse) -> web.StreamResponse:
-        """The hot path: each upstream chunk is timestamped, recorded and written downstream from
-        the upstream parser's callback (proxy/relay.py), with no await per chunk; this awaits the
-        body's end and ends the exchange the way it ended. The await loop is the fallback."""
+        """The hot path: each read of the upstream body is timestamped, recorded and written
+        downstream from the upstream connection's callback (proxy/serve/relay.py), with no await
+        per read; this awaits the body's end and ends the exchange the way it ended. The await
+        loop is the fallback."""
         body = relay.start(self, upstream, response, MAX_CAPTURE_BYTES)
         if body is None:
             return await self._copy_body_awaiting(upstream, response)

@@ -1,37 +1,42 @@
-"""The body relay: each upstream chunk goes downstream from the parser's own callback, no await.
+"""The body relay: the upstream's bytes go to the client's transport from the upstream
+connection's `data_received`, as they arrived, and the recorder reads a de-framed copy.
 
-aiohttp's default body path costs two awaits per chunk: `readany()` on the upstream StreamReader
-(a future, a task step, a trip through the loop) and `StreamResponse.write()` with its drain. A
-streamed LLM reply is thousands of small chunks, so that is most of what a proxy spends per frame.
-Here the live StreamReader of the upstream response hands each chunk, as the C parser produces
-it, to `Relay.chunk`, which timestamps it, records it, frames it and writes it to the client's
-transport in the same callback. The handler awaits one future for the whole body: it resolves on
-the upstream's end, on an upstream failure, or when the client is gone, and the Exchange ends the
+aiohttp's own body path costs, per chunk, its C parser and StreamReader on the upstream side, two
+awaits (`readany()` and `write()` with its drain) and its chunked writer on the client side. Here
+`bodytap` holds the response body back from aiohttp's parser, and `Relay.data` gets each socket
+read of it: it timestamps the read, de-frames it (`diagnostics/decode/chunked.py`) for the
+recorder, and writes it to the client. When both sides use the same framing (a chunked upstream
+and a chunked answer, or the same Content-Length) the bytes written are the upstream's own,
+framing included, but for the last chunk, which aiohttp writes when the Exchange ends the
+response; otherwise (an HTTP/1.0 client, a close-delimited upstream) the payload is framed the
+way aiohttp frames the answer. The handler awaits one future for the whole body: it resolves on
+the body's end, on an upstream failure, or when the client is gone, and the Exchange ends the
 exchange exactly as its await loop would.
 
 Backpressure: when the client's transport passes its high-water mark (the server protocol's
 `pause_writing`), the relay stops reading the upstream socket, and resumes when aiohttp's own
 drain waiter resolves (`resume_writing`). At most one socket read is written past the mark.
 
-How it plugs into aiohttp (3.14): `StreamReader` has `__slots__`, so the relay swaps the live
-reader's class for `_RelayedReader` (a subclass adding no slots, so the layout is the same) and
-rides in its `_waiter` slot, which StreamReader wakes on end of stream (`set_result`) and on
-errors (`set_exception`). `start` refuses (and the Exchange falls back to its await loop) whenever
-an assumption does not hold: a response aiohttp compresses itself, a body already complete or
-failed, another reader waiting, an aiohttp without these attributes. (An upstream gzip body is
-relayed: it passes through compressed, as always.)
+How it plugs into aiohttp's server side (3.14): the answer's StreamWriter (`_payload_writer`)
+gives the transport, the framing (`chunked`, `length`) and the byte count (`output_size`) the
+relay keeps up to date; the server protocol gives `_paused` and `_drain_waiter`. `start` refuses
+(and the Exchange falls back to its await loop, after giving the body back to aiohttp's parser)
+whenever an assumption does not hold: a response aiohttp compresses itself, a body not held by
+`bodytap`, an aiohttp without these attributes. (An upstream gzip body is relayed: it passes
+through compressed, as always; the recorder decompresses its copy.)
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
-from aiohttp import ClientResponse
+from aiohttp import ClientPayloadError, ClientResponse
 from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
-from aiohttp.streams import StreamReader
 from aiohttp.web import StreamResponse
+
+from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
+from streamtap.proxy.serve.bodytap import TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
 EOF = "eof"  # the upstream ended cleanly: write the final chunk through aiohttp
@@ -40,35 +45,21 @@ CLIENT_GONE = "client_gone"  # close the upstream at once
 INTERNAL = "internal"  # a bug of ours: re-raised, recorded as internal_error
 
 
-class _RelayedReader(StreamReader):
-    """The upstream body reader while a Relay owns it: data goes to the relay, not the buffer."""
-
-    __slots__ = ()  # no new slots: `__class__` can be swapped on a live StreamReader
-
-    def feed_data(self, data: bytes, size: int = 0) -> bool:
-        relay = self._waiter
-        if data and relay is not None:
-            relay.chunk(data)  # type: ignore[union-attr]
-        return False  # nothing held back: the parser need not call again
-
-    def begin_http_chunk_receiving(self) -> None:  # nothing is buffered, so no splits to keep
-        pass
-
-    def end_http_chunk_receiving(self) -> None:
-        pass
-
-
 class Relay:
-    """Copies one response body from the upstream parser to the client transport."""
+    """Copies one response body from the upstream connection to the client transport."""
 
-    def __init__(self, exchange, reader: StreamReader, writer: StreamWriter,
-                 up_transport: asyncio.Transport, capture_limit: int):
+    def __init__(self, exchange, handler: TappedResponseHandler, writer: StreamWriter,
+                 capture_limit: int):
         self.exchange = exchange
-        self.reader = reader
+        self.handler = handler
+        self.framing = handler.framing
         self.writer = writer
         self.protocol = writer.protocol
         self.transport = writer.transport
-        self.up_transport = up_transport
+        self.up_transport = handler.transport
+        # The upstream's bytes go out as they are when the answer is framed the same way.
+        self.as_is = (isinstance(self.framing, ChunkedBody) and writer.chunked) or (
+            isinstance(self.framing, LengthBody) and not writer.chunked)
         self.chunked = writer.chunked
         self.feed = exchange.recorder.feed
         self.now = exchange.now
@@ -77,61 +68,75 @@ class Relay:
         self.ended: asyncio.Future = exchange.loop.create_future()
         self.finished = False
         self.held = False  # upstream reading paused because the client is slow
-        self.framed = 0  # bytes written with their chunked framing (aiohttp's output_size)
-        self.body = 0  # body bytes fed through the relay (aiohttp's total_bytes)
+        self.framed = 0  # bytes written to the client, framing included (aiohttp's output_size)
+        self.body = 0  # payload bytes relayed
 
-    # -- the reader's waiter: StreamReader wakes it on end of stream and on errors -------------
-    def done(self) -> bool:
-        return False  # so StreamReader always delivers the wake-up
-
-    def set_result(self, _result) -> None:
-        self._finish(EOF, None)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._finish(UPSTREAM_FAILED, exc)
-
-    # -- the hot path -------------------------------------------------------------------------
-    def chunk(self, data: bytes) -> None:
-        """One body chunk from the parser: timestamp, record, write, then check backpressure."""
+    # -- the hot path: one socket read of the body ------------------------------------------------
+    def data(self, data: bytes) -> None:
+        """Timestamp, de-frame, record, write, then check the body's end and backpressure."""
         if self.finished:
             return  # the rest of a read that came after the end: the Exchange is closing it
         exchange = self.exchange
         try:
             t = self.now()
             exchange.last_byte_ms = t
-            self.feed(data, t)
-            capture = self.capture
-            if capture is not None and len(capture) < self.capture_limit:
-                capture += data
+            framing = self.framing
+            forward, payload = framing.feed(data)
+            if payload:
+                self.feed(payload, t)
+                capture = self.capture
+                if capture is not None and len(capture) < self.capture_limit:
+                    capture += payload
             transport = self.transport
             if transport.is_closing():
                 self._finish(CLIENT_GONE,
                              ClientConnectionResetError("Cannot write to closing transport"))
                 return
-            size = len(data)
-            self.body += size
-            if self.chunked:
-                frame = b"%x\r\n%b\r\n" % (size, data)
-                self.framed += len(frame)
-                transport.write(frame)
+            size = len(payload)
+            if self.as_is:
+                out = forward
+                if not self.chunked:
+                    out = self._within_length(out)
+            elif not size:
+                out = b""
+            elif self.chunked:
+                out = b"%x\r\n%b\r\n" % (size, payload)
             else:
-                length = self.writer.length
-                if length is not None:  # Content-Length: never past it (aiohttp clips too)
-                    if size > length:
-                        data = data[:length]
-                        size = length
-                    self.writer.length = length - size
-                    if not size:
-                        return
-                self.framed += size
-                transport.write(data)
+                out = self._within_length(payload)
+            if out:
+                self.framed += len(out)
+                transport.write(out)
+            self.body += size
             exchange.downstream_bytes += size
-            if self.protocol._paused:
+            if framing.error is not None:
+                self._finish(UPSTREAM_FAILED, ClientPayloadError(
+                    f"Response payload is not completed: {framing.error}"))
+            elif framing.complete:
+                self.handler.body_done(framing.extra)
+                self._finish(EOF, None)
+            elif self.protocol._paused:
                 self._hold()
         except ConnectionError as exc:
             self._finish(CLIENT_GONE, exc)
         except Exception as exc:  # never let a bug of ours pass for an upstream failure
             self._finish(INTERNAL, exc)
+
+    def _within_length(self, data: bytes) -> bytes:
+        """A Content-Length answer: never past its length (aiohttp's writer clips too)."""
+        length = self.writer.length
+        if length is None:
+            return data
+        if len(data) > length:
+            data = data[:length]
+        self.writer.length = length - len(data)
+        return data
+
+    def lost(self, exc: BaseException | None) -> None:
+        """The upstream connection ended: cleanly (the end of a close-delimited body) or not."""
+        if exc is None:
+            self._finish(EOF, None)
+        else:
+            self._finish(UPSTREAM_FAILED, exc)
 
     def _hold(self) -> None:
         """The client's buffer is full: stop reading the upstream until aiohttp's drain waiter
@@ -163,7 +168,7 @@ class Relay:
         except Exception as exc:  # pragma: no cover - a transport that cannot resume
             self._finish(INTERNAL, exc)
 
-    # -- start and end ------------------------------------------------------------------------
+    # -- the end ----------------------------------------------------------------------------------
     def _finish(self, how: str, exc: BaseException | None) -> None:
         if self.finished:
             return
@@ -172,37 +177,12 @@ class Relay:
         if not self.ended.done():
             self.ended.set_result((how, exc))
 
-    def _take_buffered(self) -> None:
-        """Bytes that arrived with the headers, or while they went out, before the relay began."""
-        reader = self.reader
-        # Read all of it before writing any: read_nowait() resumes the upstream transport, which
-        # must not undo a pause that writing them puts on it.
-        taken = []
-        while reader._buffer and reader.exception() is None:
-            taken.append(reader.read_nowait())
-        if taken:
-            self.chunk(b"".join(taken))
-        self.body = 0  # StreamReader already counted these in total_bytes
-
-    def _attach(self) -> None:
-        reader = self.reader
-        reader._waiter = self
-        reader.__class__ = _RelayedReader
-
     def detach(self) -> None:
-        """Give the reader back to aiohttp and bring its bookkeeping up to date. Idempotent."""
+        """The exchange is over: stop taking the upstream's bytes and bring aiohttp's byte count
+        up to date. Idempotent."""
         self.finished = True
         self.exchange.writing = False
-        reader = self.reader
-        if reader.__class__ is _RelayedReader:
-            reader.__class__ = StreamReader
-        if reader._waiter is self:
-            reader._waiter = None
-        if reader._http_chunk_splits is None:
-            reader._http_chunk_splits = deque()  # so a late end-of-chunk does not raise
-        reader.total_bytes += self.body
-        reader._cursor += self.body
-        self.body = 0
+        self.handler.detach()
         self.writer.output_size += self.framed
         self.framed = 0
 
@@ -210,36 +190,28 @@ class Relay:
 def start(exchange, upstream: ClientResponse, response: StreamResponse,
           capture_limit: int) -> Relay | None:
     """Take over the body copy of `upstream` into `response` (prepared, headers sent), or None
-    when the relay cannot (the Exchange then uses its await loop)."""
-    try:
-        reader = upstream.content
-        writer = response._payload_writer
-        connection = upstream.connection
-        if (type(reader) is not StreamReader or reader.is_eof()
-                or reader.exception() is not None or reader._waiter is not None
-                or type(writer) is not StreamWriter or writer._compress is not None
-                or writer._eof or writer._headers_buf or not writer._headers_written
-                or writer._on_chunk_sent is not None or writer.on_body_write is not None
-                or connection is None or connection.transport is None
-                or connection.transport.is_closing()):
-            return None
-        protocol = writer.protocol
-        transport = writer.transport
-        if transport is None or transport.is_closing() or not hasattr(protocol, "_drain_waiter"):
-            return None
-        if not hasattr(protocol, "_paused"):
-            return None
-    except AttributeError:  # another aiohttp: its private attributes moved
+    when the relay cannot (the body is then aiohttp's again, for the Exchange's await loop)."""
+    connection = upstream.connection
+    handler = connection.protocol if connection is not None else None
+    if not isinstance(handler, TappedResponseHandler):
         return None
-    relay = Relay(exchange, reader, writer, connection.transport, capture_limit)
-    relay._take_buffered()
-    if relay.finished:
-        return relay
-    exc = reader.exception()
-    if exc is not None:
-        relay.set_exception(exc)
-    elif reader.is_eof():
-        relay.set_result(None)
-    else:
-        relay._attach()
+    if not handler.holding():
+        handler.release()
+        return None
+    try:
+        writer = response._payload_writer
+        usable = (type(writer) is StreamWriter and writer._compress is None and not writer._eof
+                  and not writer._headers_buf and writer._headers_written
+                  and writer._on_chunk_sent is None and writer.on_body_write is None
+                  and writer.transport is not None and not writer.transport.is_closing()
+                  and hasattr(writer.protocol, "_drain_waiter")
+                  and hasattr(writer.protocol, "_paused")
+                  and handler.transport is not None)
+    except AttributeError:  # another aiohttp: its private attributes moved
+        usable = False
+    if not usable:
+        handler.release()
+        return None
+    relay = Relay(exchange, handler, writer, capture_limit)
+    handler.attach(relay)
     return relay

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from streamtap.diagnostics.verdict.errors import fingerprint
+from streamtap.proxy.serve import bodytap
 
 # Below the 60 s idle timeout common at provider front ends, so the pool usually drops an idle
 # connection before the far side does (the race above then needs a close within these 15 s).
@@ -196,5 +197,7 @@ def open_pool(connect_timeout_s: float | None,
 
     pooled = PoolConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_TIMEOUT_S)
     fresh = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=True)
+    for connector in (pooled, fresh):  # response bodies can be relayed as they arrive
+        bodytap.install(connector)
     return UpstreamPool(session(pooled), session(fresh))
 

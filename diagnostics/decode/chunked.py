@@ -1,0 +1,159 @@
+"""Incremental HTTP/1.1 response-body framing (RFC 9112 sections 6.3 and 7.1), for a relay that
+passes the upstream's bytes on as they arrived and reads a de-framed copy.
+
+Fed a body's bytes as they arrived, whatever the read boundaries, `feed` returns two things:
+`forward`, the bytes to pass on unchanged, framing included; and `payload`, the de-framed bytes
+the recorder reads. Two parts of a chunked body are not forwarded: a chunk-size line that a read
+cut in two waits until it is whole (only then is it known whether it starts the last chunk), and
+the last chunk with its trailer section, which the relay's own HTTP server writes (as `0\\r\\n\\r\\n`)
+when it ends the response: writing the upstream's too would end the client's response twice.
+
+A body's end is `complete`; bytes after it (`extra`) are not part of it and are never forwarded.
+Malformed framing sets `error` (a fixed description, never the bytes) and stops the body there:
+what came before it was forwarded, nothing after it is. Memory is bounded: at most one size line
+(`MAX_SIZE_LINE`) is ever held back.
+"""
+
+from __future__ import annotations
+
+MAX_SIZE_LINE = 8192  # aiohttp's own limit for a line of the head (max_line_size 8190) and more
+MAX_TRAILER_BYTES = 64 * 1024  # trailers are skipped, not kept; past this the framing is broken
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_MAX_SIZE_DIGITS = 16  # 2**64 - 1: llhttp refuses longer chunk sizes too
+
+_SIZE, _DATA, _DATA_END, _TRAILERS, _DONE = range(5)
+
+
+class ChunkedBody:
+    """`Transfer-Encoding: chunked`."""
+
+    __slots__ = ("_state", "_remaining", "_held", "_trailer_bytes", "complete", "error", "extra")
+
+    def __init__(self):
+        self._state = _SIZE
+        self._remaining = 0  # chunk-data bytes still to come (_DATA), or CRLF bytes (_DATA_END)
+        self._held = b""  # the start of a size line a read cut in two
+        self._trailer_bytes = 0
+        self.complete = False
+        self.error: str | None = None
+        self.extra = 0
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(forward, payload) for the bytes of one read."""
+        if self._state == _DONE or self.error is not None:
+            self.extra += len(data)
+            return b"", b""
+        forwarding = self._state != _TRAILERS  # past the last chunk nothing more is forwarded
+        if self._held:
+            data = self._held + data
+            self._held = b""
+        end = len(data)
+        forward_end = end if forwarding else 0
+        pieces = []
+        pos = 0
+        while pos < end:
+            state = self._state
+            if state == _DATA:
+                take = min(self._remaining, end - pos)
+                pieces.append(data if take == end else data[pos:pos + take])
+                pos += take
+                self._remaining -= take
+                if not self._remaining:
+                    self._state, self._remaining = _DATA_END, 2
+            elif state == _DATA_END:  # the CRLF after chunk data, possibly cut by a read
+                expected = b"\r\n"[2 - self._remaining:]
+                got = data[pos:pos + len(expected)]
+                if not expected.startswith(got):
+                    self.error = "chunk data not followed by CRLF"
+                    break
+                pos += len(got)
+                self._remaining -= len(got)
+                if not self._remaining:
+                    self._state = _SIZE
+            elif state == _SIZE:
+                line_end = data.find(b"\n", pos)
+                if line_end < 0:
+                    if end - pos > MAX_SIZE_LINE:
+                        self.error = "chunk-size line too long"
+                        break
+                    self._held = data[pos:]
+                    forward_end = pos
+                    break
+                size = _chunk_size(data[pos:line_end])
+                if size is None:
+                    self.error = "malformed chunk-size line"
+                    break
+                if size:
+                    self._state, self._remaining = _DATA, size
+                else:  # the last chunk: the relay's server writes its own
+                    self._state = _TRAILERS
+                    forward_end = pos
+                pos = line_end + 1
+            elif state == _TRAILERS:
+                line_end = data.find(b"\n", pos)
+                if line_end < 0:  # held until whole, so a CR and its LF are read together
+                    if self._trailer_bytes + end - pos > MAX_TRAILER_BYTES:
+                        self.error = "trailer section too long"
+                    else:
+                        self._held = data[pos:]
+                    break
+                line = data[pos:line_end]
+                pos = line_end + 1
+                if line == b"" or line == b"\r":
+                    self._state = _DONE
+                    self.complete = True
+                    self.extra = end - pos
+                    break
+                self._trailer_bytes += len(line) + 1
+                if self._trailer_bytes > MAX_TRAILER_BYTES:
+                    self.error = "trailer section too long"
+                    break
+        if self.error is not None:  # what came before the error was the body's; nothing after
+            forward_end = min(forward_end, pos)
+        return data[:forward_end], pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _chunk_size(line: bytes) -> int | None:
+    """The size a chunk-size line gives (extensions after `;` ignored), or None if malformed."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    digits = line.split(b";", 1)[0].rstrip(b" \t")
+    if not digits or len(digits) > _MAX_SIZE_DIGITS or not _HEX.issuperset(digits):
+        return None
+    return int(digits, 16)
+
+
+class LengthBody:
+    """`Content-Length: n`: the payload is the framing; bytes past `n` are not the body's."""
+
+    __slots__ = ("_remaining", "complete", "error", "extra")
+
+    def __init__(self, length: int):
+        self._remaining = length
+        self.complete = length == 0
+        self.error: str | None = None
+        self.extra = 0
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        take = min(self._remaining, len(data))
+        if take < len(data):
+            self.extra += len(data) - take
+            data = data[:take]
+        self._remaining -= take
+        if not self._remaining:
+            self.complete = True
+        return data, data
+
+
+class UntilCloseBody:
+    """No length and not chunked (an HTTP/1.0 upstream): the body ends when the connection does."""
+
+    __slots__ = ("complete", "error", "extra")
+
+    def __init__(self):
+        self.complete = False
+        self.error: str | None = None
+        self.extra = 0
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        return data, data

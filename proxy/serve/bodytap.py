@@ -1,0 +1,238 @@
+"""Taking a response body off aiohttp's client parser, so it can be relayed as it arrived.
+
+aiohttp reads a response in its connection protocol, `ResponseHandler.data_received`: the C
+parser takes the head, then de-chunks the body into a StreamReader, and a proxy that reads that
+reader pays for the parser, the reader and its own re-framing on every chunk. streamtap's upstream
+connections use `TappedResponseHandler` instead. For a request sent with `WANT_RAW_BODY` set, it
+gives the parser the response head only, then holds the body's bytes, exactly as they came off the
+socket, until the exchange either takes them (`attach`: from then on each read goes to its sink
+from `data_received`, with no parser in between) or gives them back (`release`: the parser, which
+has seen exactly the head, reads them as if nothing had happened). A response with no body, an
+informational or upgrade answer, or a head this module cannot split safely is left to aiohttp.
+
+When the sink has read a whole body it calls `body_done`: aiohttp's reader is then ended
+(`feed_eof`), which is what returns the connection to the pool, and the next request on it gets a
+fresh parser from `set_response_params` as usual.
+
+This module is the one place that leans on aiohttp's client internals: the `ResponseHandler` it
+subclasses and that class's `_payload`, `_buffer`, `_skip_payload`, `_parser`, `_read_timeout`
+attributes, and `TCPConnector._factory`, where a connector names its protocol class.
+`tests/test_bodytap.py` checks each of them, so an aiohttp upgrade that moves one fails there,
+loudly, rather than in a user's traffic; if one is gone, `install` leaves the connector alone and
+every body takes aiohttp's own path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from contextvars import ContextVar
+
+from aiohttp import ClientPayloadError, hdrs
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.helpers import EMPTY_BODY_STATUS_CODES
+from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
+
+from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
+
+# Set by an exchange around sending its request: the response's body is to be held for it.
+WANT_RAW_BODY: ContextVar[bool] = ContextVar("streamtap_want_raw_body", default=False)
+
+MAX_HEAD = 256 * 1024  # past this without the head's end, the parser decides (it refuses it)
+HOLD_LIMIT = 256 * 1024  # body bytes held before the exchange attaches: then reading pauses
+
+_PASS, _HEAD, _HOLD, _RAW = range(4)
+_MESSAGE_FIELDS = ("code", "headers", "chunked")
+
+
+class TappedResponseHandler(ResponseHandler):
+    """aiohttp's client connection protocol, able to hand a response body over raw."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        super().__init__(loop)
+        self._tap = _PASS
+        self._head_bytes = b""
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self._held_paused = False
+        self._lost: tuple[BaseException | None] | None = None  # lost while holding
+        self._sink = None
+        self.framing: ChunkedBody | LengthBody | UntilCloseBody | None = None
+
+    # -- aiohttp's calls ------------------------------------------------------------------------
+    def set_response_params(self, **kwargs) -> None:
+        # Called for every request on this connection, from the sending task (so it sees that
+        # task's WANT_RAW_BODY), before any byte of the response is parsed.
+        auto_decompress = kwargs.get("auto_decompress", True)
+        self._tap = _HEAD if WANT_RAW_BODY.get() and not auto_decompress else _PASS
+        self._head_bytes = b""
+        self._held, self._held_size, self._lost = [], 0, None
+        self._sink = self.framing = None
+        super().set_response_params(**kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        state = self._tap
+        if state == _RAW:  # the hot path: the body's bytes to the sink, as they arrived
+            if self._read_timeout:
+                self._reschedule_timeout()
+            self._sink.data(data)
+        elif state == _PASS:
+            super().data_received(data)
+        elif state == _HOLD:
+            self._hold(data)
+        else:
+            self._split_head(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        state, sink, payload = self._tap, self._sink, self._payload
+        if state == _HEAD and self._head_bytes:  # a head cut short: the parser says how
+            self._tap = _PASS
+            super().data_received(self._head_bytes)
+        super().connection_lost(exc)  # sets the reader's error as aiohttp's own path would
+        if state == _HOLD:
+            self._lost = (self._failure(payload, exc),)  # told to the sink once it attaches
+        elif state == _RAW and sink is not None:
+            self._tap = _PASS
+            sink.lost(self._failure(payload, exc))
+
+    # -- the exchange's calls -------------------------------------------------------------------
+    def holding(self) -> bool:
+        """Whether a response body is held for the exchange that sent this request."""
+        return self._tap == _HOLD
+
+    def attach(self, sink) -> None:
+        """From now on the body's bytes go to `sink.data(bytes)`, the held ones first; the end of
+        the connection goes to `sink.lost(exc or None)`."""
+        held, self._held, self._held_size = self._held, [], 0
+        self._tap, self._sink = _RAW, sink
+        self._resume_held()
+        if held:
+            sink.data(held[0] if len(held) == 1 else b"".join(held))
+        if self._lost is not None and self._tap == _RAW:
+            self._tap = _PASS
+            sink.lost(self._lost[0])
+
+    def release(self) -> None:
+        """Give the body back to aiohttp's parser, held bytes first. Idempotent."""
+        state = self._tap
+        self._tap, self._sink = _PASS, None
+        if state == _HOLD:
+            held, self._held, self._held_size = self._held, [], 0
+            self._resume_held()
+            if held and self._lost is None:
+                super().data_received(b"".join(held))
+        elif state == _HEAD and self._head_bytes:
+            head, self._head_bytes = self._head_bytes, b""
+            super().data_received(head)
+
+    def body_done(self, extra: int) -> None:
+        """The sink read the whole body: end aiohttp's reader, which releases the connection to
+        the pool (closed instead if bytes came after the body: the upstream is confused)."""
+        self._tap, self._sink = _PASS, None
+        if extra:
+            self.force_close()
+        # The parser still thinks it is inside this body; the next request gets a new one.
+        self._parser = None
+        payload = self._payload
+        if payload is not None:
+            payload.feed_eof()
+
+    def detach(self) -> None:
+        """The exchange is over: nothing more goes to its sink."""
+        if self._tap in (_RAW, _HOLD):
+            self._tap, self._sink = _PASS, None
+            self._held, self._held_size = [], 0
+            self._resume_held()
+
+    # -- inside ---------------------------------------------------------------------------------
+    def _split_head(self, data: bytes) -> None:
+        buffered = self._head_bytes + data if self._head_bytes else data
+        while True:
+            end = buffered.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffered) > MAX_HEAD or b"\n\n" in buffered:  # not ours to judge
+                    self._give_back(buffered)
+                else:
+                    self._head_bytes = buffered
+                return
+            head, buffered = buffered[:end + 4], buffered[end + 4:]
+            self._head_bytes = b""
+            super().data_received(head)
+            # DataQueue holds ((message, payload), size) for ClientResponse.start to read.
+            message = self._buffer[-1][0][0] if self._buffer else None
+            # The C parser's message is its own class, with the fields of RawResponseMessage.
+            if (not all(hasattr(message, field) for field in _MESSAGE_FIELDS)
+                    or self._exception is not None or self._upgraded):
+                self._give_back(buffered)
+                return
+            if message.code in EMPTY_BODY_STATUS_CODES and message.code >= 200:
+                self._give_back(buffered)  # 204, 304: no body
+                return
+            if message.code < 200:  # 100 Continue and friends: the real head follows
+                if message.code == 101:
+                    self._give_back(buffered)
+                    return
+                if not buffered:
+                    return
+                continue
+            self.framing = self._framing(message)
+            if self.framing is None:
+                self._give_back(buffered)
+                return
+            self._tap = _HOLD
+            if buffered:
+                self._hold(buffered)
+            return
+
+    def _framing(self, message):
+        payload = self._payload
+        if (self._skip_payload or payload is None or payload is EMPTY_PAYLOAD
+                or type(payload) is not StreamReader or payload.is_eof()):
+            return None
+        if message.chunked:
+            return ChunkedBody()
+        length = message.headers.get(hdrs.CONTENT_LENGTH)
+        if length is not None:
+            return LengthBody(int(length))  # the parser has validated it
+        return UntilCloseBody()
+
+    def _give_back(self, data: bytes) -> None:
+        self._tap = _PASS
+        if data:
+            super().data_received(data)
+
+    def _hold(self, data: bytes) -> None:
+        self._held.append(data)
+        self._held_size += len(data)
+        if self._held_size > HOLD_LIMIT and not self._held_paused and self.transport:
+            self._held_paused = True
+            self.transport.pause_reading()
+
+    def _resume_held(self) -> None:
+        if self._held_paused:
+            self._held_paused = False
+            transport = self.transport
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
+
+    def _failure(self, payload, exc: BaseException | None) -> BaseException | None:
+        """How the connection's end reads for the body: the error aiohttp's reader got (the same
+        one its await loop would raise), else the socket's, else None for a clean close."""
+        failure = payload.exception() if payload is not None else None
+        if failure is None and exc is not None:
+            failure = exc
+        if failure is None and not isinstance(self.framing, UntilCloseBody):
+            failure = ClientPayloadError("Response payload is not completed: the upstream "
+                                         "closed the connection inside the body")
+        return failure
+
+
+def install(connector) -> bool:
+    """Make `connector` open TappedResponseHandler connections. False (and the connector left as
+    it is) on an aiohttp whose connectors no longer name their protocol this way."""
+    factory = getattr(connector, "_factory", None)
+    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
+        return False
+    connector._factory = functools.partial(TappedResponseHandler, *factory.args,
+                                           **factory.keywords)
+    return True
