@@ -85,13 +85,16 @@ class TappedResponseHandler(ResponseHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         state, sink, payload = self._tap, self._sink, self._payload
+        if state == _HOLD:
+            # Kept until the held bytes have gone where the exchange says (attach, release):
+            # told now, aiohttp's parser would end the body without them.
+            self._lost = (exc,)
+            return
         if state == _HEAD and self._head_bytes:  # a head cut short: the parser says how
             self._tap = _PASS
             super().data_received(self._head_bytes)
         super().connection_lost(exc)  # sets the reader's error as aiohttp's own path would
-        if state == _HOLD:
-            self._lost = (self._failure(payload, exc),)  # told to the sink once it attaches
-        elif state == _RAW and sink is not None:
+        if state == _RAW and sink is not None:
             self._tap = _PASS
             sink.lost(self._failure(payload, exc))
 
@@ -108,9 +111,15 @@ class TappedResponseHandler(ResponseHandler):
         self._resume_held()
         if held:
             sink.data(held[0] if len(held) == 1 else b"".join(held))
-        if self._lost is not None and self._tap == _RAW:
+        if self._lost is not None:
             self._tap = _PASS
-            sink.lost(self._lost[0])
+            if sink is self._sink:  # still attached: the body did not end within the held bytes
+                self._sink = None
+                payload, exc = self._payload, self._lost[0]
+                self._connection_lost_now()
+                sink.lost(self._failure(payload, exc))
+            else:
+                self._connection_lost_now()
 
     def release(self) -> None:
         """Give the body back to aiohttp's parser, held bytes first. Idempotent."""
@@ -119,11 +128,12 @@ class TappedResponseHandler(ResponseHandler):
         if state == _HOLD:
             held, self._held, self._held_size = self._held, [], 0
             self._resume_held()
-            if held and self._lost is None:
+            if held:
                 super().data_received(b"".join(held))
         elif state == _HEAD and self._head_bytes:
             head, self._head_bytes = self._head_bytes, b""
             super().data_received(head)
+        self._connection_lost_now()
 
     def body_done(self, extra: int) -> None:
         """The sink read the whole body: end aiohttp's reader, which releases the connection to
@@ -143,6 +153,13 @@ class TappedResponseHandler(ResponseHandler):
             self._tap, self._sink = _PASS, None
             self._held, self._held_size = [], 0
             self._resume_held()
+        self._connection_lost_now()
+
+    def _connection_lost_now(self) -> None:
+        """Tell aiohttp of a connection end kept back while the body was held."""
+        if self._lost is not None:
+            (exc,), self._lost = self._lost, None
+            super().connection_lost(exc)
 
     # -- inside ---------------------------------------------------------------------------------
     def _split_head(self, data: bytes) -> None:
