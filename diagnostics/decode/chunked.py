@@ -16,10 +16,13 @@ what came before it was forwarded, nothing after it is. Memory is bounded: at mo
 
 from __future__ import annotations
 
+import re
+
 MAX_SIZE_LINE = 8192  # aiohttp's own limit for a line of the head (max_line_size 8190) and more
 MAX_TRAILER_BYTES = 64 * 1024  # trailers are skipped, not kept; past this the framing is broken
-_HEX = frozenset(b"0123456789abcdefABCDEF")
-_MAX_SIZE_DIGITS = 16  # 2**64 - 1: llhttp refuses longer chunk sizes too
+# chunk-size [ chunk-ext ] CRLF (RFC 9112 7.1.1): up to 16 hex digits (2**64 - 1, llhttp's limit
+# too), extensions skipped, a bare LF accepted as the line end as aiohttp's parser does.
+_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r?\n")
 
 _SIZE, _DATA, _DATA_END, _TRAILERS, _DONE = range(5)
 
@@ -71,24 +74,35 @@ class ChunkedBody:
                 if not self._remaining:
                     self._state = _SIZE
             elif state == _SIZE:
-                line_end = data.find(b"\n", pos)
-                if line_end < 0:
-                    if end - pos > MAX_SIZE_LINE:
+                line = _SIZE_LINE.match(data, pos)
+                if line is None:
+                    line_end = data.find(b"\n", pos, pos + MAX_SIZE_LINE + 1)
+                    if line_end >= 0:
+                        self.error = "malformed chunk-size line"
+                    elif end - pos > MAX_SIZE_LINE:
                         self.error = "chunk-size line too long"
-                        break
-                    self._held = data[pos:]
-                    forward_end = pos
+                    else:  # cut by the read: it waits until whole
+                        self._held = data[pos:]
+                        forward_end = pos
                     break
-                size = _chunk_size(data[pos:line_end])
-                if size is None:
-                    self.error = "malformed chunk-size line"
-                    break
-                if size:
-                    self._state, self._remaining = _DATA, size
-                else:  # the last chunk: the relay's server writes its own
+                size = int(line.group(1), 16)
+                start = line.end()
+                if not size:  # the last chunk: the relay's server writes its own
                     self._state = _TRAILERS
                     forward_end = pos
-                pos = line_end + 1
+                    pos = start
+                    continue
+                stop = start + size
+                if stop + 2 <= end:  # the common case: the whole chunk is in this read
+                    pieces.append(data[start:stop])
+                    if data[stop:stop + 2] != b"\r\n":
+                        pos = stop
+                        self.error = "chunk data not followed by CRLF"
+                        break
+                    pos = stop + 2
+                else:
+                    self._state, self._remaining = _DATA, size
+                    pos = start
             elif state == _TRAILERS:
                 line_end = data.find(b"\n", pos)
                 if line_end < 0:  # held until whole, so a CR and its LF are read together
@@ -111,16 +125,6 @@ class ChunkedBody:
         if self.error is not None:  # what came before the error was the body's; nothing after
             forward_end = min(forward_end, pos)
         return data[:forward_end], pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-def _chunk_size(line: bytes) -> int | None:
-    """The size a chunk-size line gives (extensions after `;` ignored), or None if malformed."""
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    digits = line.split(b";", 1)[0].rstrip(b" \t")
-    if not digits or len(digits) > _MAX_SIZE_DIGITS or not _HEX.issuperset(digits):
-        return None
-    return int(digits, 16)
 
 
 class LengthBody:
