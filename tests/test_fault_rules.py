@@ -4,6 +4,7 @@ and a `match.route` typo refused with the closest route."""
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 import sys
 
 import httpx
@@ -77,6 +78,41 @@ def test_times_counts_fires_and_an_unreached_trigger_is_said(fake, proxy, clean_
     [rule] = json.loads(cli(proxy, "list").stdout)["faults"]
     assert (rule["fired"], rule["remaining"], rule["spent"]) == (1, 0, True)
     assert httpx.get(proxy.url("_streamtap/health")).json()["faults_armed"] == []
+
+
+def test_a_rule_with_one_fire_left_fires_in_one_of_two_concurrent_requests(fake, proxy,
+                                                                           clean_rules):
+    """Both requests are given the rule when they start (it has a fire left); the first to reach
+    the trigger uses it, and the other forwards its stream untouched and says why."""
+    prefix = fake.add(Scenario(chat_text_stream(6), delay_s=0.05))
+    session = new_session()
+    added = cli(proxy, "add", "--name", "once", "--action", "reset", "--times", "1",
+                "--at", "event:text_delta:3", "--match", f"session={session}")
+    assert added.returncode == 0, added.stderr
+    client = openai.OpenAI(base_url=proxy.url("fake") + prefix + "/v1", api_key="sk-test",
+                           max_retries=0, default_headers={"x-streamtap-session": session})
+
+    def one_stream() -> str:
+        try:
+            list(client.chat.completions.create(model="gpt-test", messages=[], stream=True))
+            return "complete"
+        except (openai.APIError, httpx.HTTPError):
+            return "cut"
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(lambda _: one_stream(), range(2)))
+    records = sorted(proxy.records(session, 2), key=lambda r: r["fault"]["fired"])
+    assert outcomes == ["complete", "cut"]
+    spared, fired = records
+    assert fired["fault"]["fired"] is True and fired["outcome"]["boundary"] == "injected"
+    assert spared["fault"]["fired"] is False
+    assert spared["fault"]["fallback"] == "rule_spent_by_a_concurrent_request"
+    assert spared["outcome"]["ok"] is True
+    assert ("Fault rule `once` was armed for this request, but another request running at the "
+            "same time used its last fire (`times`) first, so it did not fire here."
+            ) in spared["outcome"]["summary"]
+    [rule] = json.loads(cli(proxy, "list").stdout)["faults"]
+    assert (rule["fired"], rule["remaining"], rule["spent"]) == (1, 0, True)
 
 
 def test_health_lists_armed_rules(proxy, clean_rules):

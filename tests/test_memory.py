@@ -97,6 +97,8 @@ def test_a_200_mb_hostile_stream_costs_under_32_mib(proxy, kind, fault):
     if fault:
         assert record["fault"]["fired"] is False
         assert record["fault"]["fallback"] == "frame_too_large_forwarded_unbuffered"
+        assert ("but a frame grew past what streamtap holds back (max_line_bytes), so it "
+                "forwarded the rest unbuffered and did not fire.") in record["outcome"]["summary"]
 
 
 def test_big_request_bodies_stream_upstream_and_cost_under_32_mib(proxy):

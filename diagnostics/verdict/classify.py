@@ -415,14 +415,29 @@ NOTE_SENTENCES = {
 }
 
 
+# Why an armed rule did not fire although its trigger may have come: the record's
+# `fault.fallback` (proxy/faults/inject.py), said in words.
+FAULT_FALLBACK_SENTENCES = {
+    "rule_spent_by_a_concurrent_request": "but another request running at the same time used "
+                                          "its last fire (`times`) first, so it did not fire "
+                                          "here.",
+    "frame_too_large_forwarded_unbuffered": "but a frame grew past what streamtap holds back "
+                                            "(max_line_bytes), so it forwarded the rest "
+                                            "unbuffered and did not fire.",
+}
+
+
 def armed_not_fired(f: Facts) -> str | None:
-    """A rule chosen for the request whose trigger never came: said, so that a "completed
+    """A rule chosen for the request that did not fire: said, with why, so that a "completed
     normally" is not read as "the fault did not work"."""
     fault = f.fault
     if not fault or fault.get("fired"):
         return None
-    return (f"Fault rule `{fault.get('name')}` was armed for this request but its trigger "
-            f"`{fault.get('at')}` was never reached, so it did not fire.")
+    armed = f"Fault rule `{fault.get('name')}` was armed for this request"
+    why = FAULT_FALLBACK_SENTENCES.get(fault.get("fallback"))
+    if why is not None:
+        return f"{armed}, {why}"
+    return f"{armed} but its trigger `{fault.get('at')}` was never reached, so it did not fire."
 
 
 def classify(f: Facts) -> dict:

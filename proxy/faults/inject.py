@@ -25,6 +25,9 @@ from streamtap.proxy.faults.rules import FaultRule
 
 # The record's `fault.fallback` when a frame outgrew what may be held back: the rule did not fire.
 FELL_BACK_FRAME_TOO_LARGE = "frame_too_large_forwarded_unbuffered"
+# ... and when a rule with `times` was chosen by requests running at once and another of them
+# used its last fire before this one reached the trigger: the rule did not fire here.
+SPENT_BY_ANOTHER_REQUEST = "rule_spent_by_a_concurrent_request"
 FALLBACK_SLICE = 256 * 1024
 
 
@@ -37,7 +40,7 @@ class FaultRun:
         self.fired_at_ms: float | None = None
         self.frames_before = 0
         # Why the rule gave up and forwarded the rest unbuffered (a constant of ours, never
-        # upstream text): FELL_BACK_FRAME_TOO_LARGE.
+        # upstream text): FELL_BACK_FRAME_TOO_LARGE, SPENT_BY_ANOTHER_REQUEST.
         self.fallback: str | None = None
         self._jitter = random.Random(rule.seed)
 
@@ -61,11 +64,18 @@ class FaultRun:
         return self.rule.action == "throttle" or (self.rule.action == "delay"
                                                   and self.rule.per_frame)
 
-    def _fire(self, frames_before: int = 0) -> None:
+    def _fire(self, frames_before: int = 0) -> bool:
+        """Count the fire, or decline it (False) if the rule got spent meanwhile: a rule is chosen
+        when a request starts, but `times` counts fires, and concurrent requests can reach the
+        trigger after another one used the last. Checked and counted with no await between."""
+        if self.rule.spent:
+            self.fallback = SPENT_BY_ANOTHER_REQUEST
+            return False
         self.fired = True
         self.rule.fired += 1  # `times` counts fires: a rule spent only by requests it acted on
         self.fired_at_ms = self.ex.now()
         self.frames_before = frames_before
+        return True
 
     def _delay_s(self) -> float:
         jitter = self._jitter.uniform(0, self.rule.jitter_ms) if self.rule.jitter_ms else 0.0
@@ -90,7 +100,8 @@ class FaultRun:
         if self.trigger.kind != "request":
             return None
         rule, ex = self.rule, self.ex
-        self._fire()
+        if not self._fire():
+            return None
         if rule.action == "delay":
             await asyncio.sleep(self._delay_s())
             return None
@@ -123,9 +134,8 @@ class FaultRun:
     async def after_headers(self, upstream, response: web.StreamResponse
                             ) -> web.StreamResponse | None:
         """At `headers` (before they go out for a delay, right after them for the rest)."""
-        if self.trigger.kind != "headers":
+        if self.trigger.kind != "headers" or not self._fire():
             return None
-        self._fire()
         if self.rule.action == "delay":
             await asyncio.sleep(self._delay_s())
             return None
@@ -192,7 +202,11 @@ class FaultRun:
                     held.release()
                     pending = bytearray()
                 continue
-            self._fire(scanner.frames_before)
+            if not self._fire(scanner.frames_before):  # spent by another request meanwhile
+                await ex.deliver(response, bytes(pending))
+                pending.clear()
+                scanner = None
+                continue  # self.fallback is set: the rest is forwarded as it comes
             head = bytes(pending[:cut - delivered])
             # A slowing fault delivers everything from the cut on, the terminal frame included
             # (only drop_terminal leaves it out, and it ends the stream in _act).
