@@ -37,7 +37,7 @@ def test_a_rule_that_did_not_fire_says_why(fallback, said):
     assert verdict["evidence"][-1] == "fault_armed_not_fired"
 
 
-def test_a_rule_that_fired_or_no_rule_adds_nothing():
+def test_no_rule_adds_nothing():
     plain = outcome(None)
     assert "Fault rule" not in plain["summary"]
     assert "fault_armed_not_fired" not in plain["evidence"]
