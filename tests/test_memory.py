@@ -155,7 +155,15 @@ def test_a_chunked_body_past_the_limit_gets_a_413(hostile, tmp_path):
         response = httpx.post(small.url("h/v1/chat/completions?kind=sink"), content=chunks(),
                               headers={"x-streamtap-session": session}, timeout=30)
         assert response.status_code == 413
-        assert response.json()["error"]["type"] == "streamtap_request_too_large"
-        assert small.record(session)["outcome"]["ok"] is False
+        error = response.json()["error"]
+        assert error["type"] == "streamtap_request_too_large"
+        assert "Its first bytes had already been streamed upstream" in error["message"]
+        outcome = small.record(session)["outcome"]
+        assert outcome["ok"] is False and outcome["boundary"] == "proxy"
+        assert outcome["evidence"][0] == "request_too_large_partly_sent"
+        assert outcome["summary"] == (
+            "The request body outgrew streamtap's limit while it was being streamed upstream, "
+            "so streamtap stopped sending it and answered 413; the upstream saw an incomplete "
+            "request.")
     finally:
         small.stop()

@@ -242,6 +242,10 @@ def proxy_answered(f: Facts) -> Verdict | None:
                              "sent nothing upstream",
         "request_too_large": "the request body was larger than streamtap's limit, so streamtap "
                              "answered 413 and sent nothing upstream",
+        "request_too_large_partly_sent": "the request body outgrew streamtap's limit while it was "
+                                         "being streamed upstream, so streamtap stopped sending "
+                                         "it and answered 413; the upstream saw an incomplete "
+                                         "request",
         "internal_error": "streamtap hit an internal error and ended the exchange",
         "bad_fault_header": "the x-streamtap-fault header was malformed, so streamtap answered "
                             "400 and sent nothing upstream",

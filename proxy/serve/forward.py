@@ -314,13 +314,19 @@ class Exchange:
         ending.downstream_end_ms = self.now()
         return response
 
-    def _too_large(self) -> web.Response:
-        self.ending.proxy_reason = "request_too_large"
+    def _too_large(self, partly_sent: bool = False) -> web.Response:
+        """413. A body streamed upstream as it arrived (past 2 MiB) may outgrow the limit after
+        its first bytes went out: then the upstream saw a request cut short, and the answer and
+        the record say so rather than "nothing was sent"."""
         limit = self.proxy.config.max_request_body_bytes
+        self.ending.proxy_reason = ("request_too_large_partly_sent" if partly_sent
+                                    else "request_too_large")
+        sent = (" Its first bytes had already been streamed upstream, which saw an incomplete "
+                "request." if partly_sent else "")
         return self._answer(413, "streamtap_request_too_large",
                             f"the request body is larger than streamtap's limit of {limit} "
                             "bytes (max_request_body_bytes); raise it in the config if the "
-                            "provider accepts such bodies")
+                            f"provider accepts such bodies.{sent}")
 
     async def _send(self, body: bytes | None) -> aiohttp.ClientResponse | None:
         request = self.request
@@ -347,7 +353,7 @@ class Exchange:
                 bodytap.WANT_RAW_BODY.reset(raw_body)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             if self.body_over_limit:
-                self.response = self._too_large()
+                self.response = self._too_large(partly_sent=True)
                 return None
             connect = isinstance(exc, (aiohttp.ClientConnectorError,
                                        aiohttp.ConnectionTimeoutError))

@@ -94,6 +94,12 @@ ROWS = {
         verdict("proxy", "before_response", "high", ["request_too_large"], False,
                 "The request body was larger than streamtap's limit, so streamtap answered 413 "
                 "and sent nothing upstream.")),
+    "request too large, partly streamed upstream": (
+        facts(**OPEN, status=None, proxy_reason="request_too_large_partly_sent", frame_count=0),
+        verdict("proxy", "before_response", "high", ["request_too_large_partly_sent"], False,
+                "The request body outgrew streamtap's limit while it was being streamed "
+                "upstream, so streamtap stopped sending it and answered 413; the upstream saw "
+                "an incomplete request.")),
     "bad fault header": (
         facts(**OPEN, status=None, proxy_reason="bad_fault_header", frame_count=0),
         verdict("proxy", "before_response", "high", ["bad_fault_header"], False,
