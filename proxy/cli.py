@@ -263,8 +263,8 @@ def _samples_parser(commands) -> None:
                                             "sample (the median timing).")
     _trace_dir_flag(export)
     export.add_argument("--session", metavar="S", help="only this session's records")
-    export.add_argument("--since", metavar="ISO", help="only records started at or after this "
-                                                       "time (e.g. 2025-06-01T12:00:00Z)")
+    export.add_argument("--since", metavar="1h|ISO", help="only records started at or after "
+                        "this time: 30m, 1h, 2d ago, or an ISO time (2025-06-01T12:00:00Z)")
     export.add_argument("--include-injected", action="store_true",
                         help="also export streams broken by streamtap's own fault injection")
     export.add_argument("-o", "--out", required=True, metavar="OUT",

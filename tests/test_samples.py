@@ -180,7 +180,13 @@ def test_since_keeps_records_started_at_or_after(run, tmp_path):
     assert summary.filtered + summary.injected_skipped + expected == len(run["records"])
     assert export_samples(run["trace_dir"], tmp_path / "none", session=run["session"],
                           since="2999-01-01").written == []
-    with pytest.raises(ExportError, match="ISO 8601"):
+    # A duration reads as `ls --since` does: every record of this run started within the hour.
+    everything = export_samples(run["trace_dir"], tmp_path / "all", session=run["session"])
+    hour = export_samples(run["trace_dir"], tmp_path / "hour", session=run["session"],
+                          since="1h")
+    assert ([path.name for path in hour.written] == [path.name for path in everything.written]
+            and hour.filtered == 0)
+    with pytest.raises(ExportError, match=r"neither a duration \(30m, 1h, 2d\) nor an ISO"):
         export_samples(run["trace_dir"], tmp_path, since="yesterday")
 
 

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.proxy.readout.traces import TraceError, since_cutoff
 from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample, sample_digest,
@@ -166,7 +167,12 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
     key, timing and path; the second rebuilds the one sample per structure with the median
     timing and writes it."""
     trace_dir, out = Path(trace_dir), Path(out)
-    since_at = parse_since(since) if since else None
+    since_at = None
+    if since:
+        try:  # 30m, 1h, 2d or an ISO time, as `ls`, `report` and `export --otlp` read it
+            since_at = parse_since(since_cutoff(since, datetime.now(timezone.utc)))
+        except TraceError as exc:
+            raise ExportError(str(exc)) from None
     files = record_files(trace_dir, session)
     try:
         out.mkdir(parents=True, exist_ok=True)
