@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from streamtap.proxy.serve import sockets
-from streamtap.proxy.serve.forward import PassThroughResponse
+from streamtap.proxy.serve.passthrough import PassThroughResponse
 
 
 @dataclass

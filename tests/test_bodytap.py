@@ -1,4 +1,4 @@
-"""Taking a response body off aiohttp's client parser (proxy/serve/bodytap.py).
+"""Taking a response body off aiohttp's client parser (proxy/serve/body/tap.py).
 
 The first test is the tripwire for aiohttp upgrades: it names every private piece of aiohttp the
 module leans on, so an upgrade that moves one fails here, by name. The others run real aiohttp
@@ -21,7 +21,7 @@ from aiohttp.streams import DataQueue
 
 from streamtap.diagnostics.verdict.errors import looks_like_reset
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
-from streamtap.proxy.serve import bodytap
+from streamtap.proxy.serve.body import tap as bodytap
 from streamtap.proxy.serve.upstream import Attempt, open_pool
 from tests.proxyproc import ProxyProcess, new_session
 
@@ -34,7 +34,7 @@ RESET, CLOSE = b"<reset>", b"<close>"
 
 
 def test_the_aiohttp_internals_bodytap_relies_on_are_still_there():
-    """If this fails after an aiohttp upgrade, proxy/serve/bodytap.py must be brought up to
+    """If this fails after an aiohttp upgrade, proxy/serve/body/tap.py must be brought up to
     date (or `install` already refuses, and bodies take aiohttp's slower path)."""
     connector = aiohttp.TCPConnector.__new__(aiohttp.TCPConnector)
     loop = asyncio.new_event_loop()

@@ -90,7 +90,7 @@ sys.stdout.write(stream.getvalue())
 
 
 def test_upstream_url_has_scheme_host_port_and_path_never_the_query():
-    from streamtap.proxy.serve.forward import upstream_url_for
+    from streamtap.proxy.serve.passthrough import upstream_url_for
 
     assert upstream_url_for("https://api.openai.com", "/v1/chat/completions?key=sk-abc") == \
         "https://api.openai.com:443/v1/chat/completions"

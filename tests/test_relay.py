@@ -1,6 +1,7 @@
-"""The zero-await body relay (proxy/relay.py): a slow client slows the upstream without the proxy
-buffering the difference, big streams pass byte for byte, Content-Length responses keep their
-framing and keep-alive, and a client that leaves mid-body closes the upstream."""
+"""The zero-await body relay (proxy/serve/body/relay.py): a slow client slows the upstream
+without the proxy buffering the difference, big streams pass byte for byte, Content-Length
+responses keep their framing and keep-alive, and a client that leaves mid-body closes the
+upstream."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import structlog
 from aiohttp import web
 
-from streamtap.proxy.serve import relay
+from streamtap.proxy.serve.body import relay
 from streamtap.proxy.serve.app import build_app
 from streamtap.proxy.config import Config, make_route
 from streamtap.proxy.store import TraceStore

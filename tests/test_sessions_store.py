@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.record.redact import safe_id
-from streamtap.proxy.serve.forward import session_id_for
+from streamtap.proxy.serve.passthrough import session_id_for
 from tests.clients import all_files, find_record, log_events, raw_request, wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session

@@ -96,7 +96,7 @@ async def run_demo(trace_dir: Path, keep: bool, port: int, out=None) -> int:
                   flush=True)
             await stop_on_signals().wait()
         else:
-            print(f"\nrun `streamtap demo --keep` to look at the same traces in a browser",
+            print("\nrun `streamtap demo --keep` to look at the same traces in a browser",
                   file=out)
     finally:
         await proxy.cleanup()

@@ -16,7 +16,8 @@ from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.faults.rules import FaultBook
-from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.serve.forward import Exchange
+from streamtap.proxy.serve.passthrough import proxy_error_response
 from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.diagnostics.record.schema import index_line

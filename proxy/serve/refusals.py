@@ -12,7 +12,8 @@ from aiohttp.web_protocol import RequestHandler
 from streamtap.diagnostics.record.redact import hashed_id, safe_id
 from streamtap.diagnostics.record.secrets import looks_like_key
 from streamtap.proxy.config import Route
-from streamtap.proxy.serve.forward import Exchange, proxy_error_response
+from streamtap.proxy.serve.forward import Exchange
+from streamtap.proxy.serve.passthrough import proxy_error_response
 
 
 class RefusedExchange(Exchange):

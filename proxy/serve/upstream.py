@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from streamtap.diagnostics.verdict.errors import fingerprint
-from streamtap.proxy.serve import bodytap
+from streamtap.proxy.serve.body import tap as bodytap
 
 # Below the 60 s idle timeout common at provider front ends, so the pool usually drops an idle
 # connection before the far side does (the race above then needs a close within these 15 s).

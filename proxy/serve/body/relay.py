@@ -3,7 +3,7 @@ connection's `data_received`, as they arrived, and the recorder reads a de-frame
 
 aiohttp's own body path costs, per chunk, its C parser and StreamReader on the upstream side, two
 awaits (`readany()` and `write()` with its drain) and its chunked writer on the client side. Here
-`bodytap` holds the response body back from aiohttp's parser, and `Relay.data` gets each socket
+`tap` holds the response body back from aiohttp's parser, and `Relay.data` gets each socket
 read of it: it timestamps the read, de-frames it (`diagnostics/decode/chunked.py`) for the
 recorder, and writes it to the client. When both sides use the same framing (a chunked upstream
 and a chunked answer, or the same Content-Length) the bytes written are the upstream's own,
@@ -22,7 +22,7 @@ gives the transport, the framing (`chunked`, `length`) and the byte count (`outp
 relay keeps up to date; the server protocol gives `_paused` and `_drain_waiter`. `start` refuses
 (and the Exchange falls back to its await loop, after giving the body back to aiohttp's parser)
 whenever an assumption does not hold: a response aiohttp compresses itself, a body not held by
-`bodytap`, an aiohttp without these attributes. (An upstream gzip body is relayed: it passes
+`tap`, an aiohttp without these attributes. (An upstream gzip body is relayed: it passes
 through compressed, as always; the recorder decompresses its copy.)
 """
 
@@ -36,7 +36,7 @@ from aiohttp.http_writer import StreamWriter
 from aiohttp.web import StreamResponse
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
-from streamtap.proxy.serve.bodytap import TappedResponseHandler
+from streamtap.proxy.serve.body.tap import TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
 EOF = "eof"  # the upstream ended cleanly: write the final chunk through aiohttp
