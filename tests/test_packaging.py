@@ -35,7 +35,8 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     assert {name for name in added if not name.endswith(".dist-info")} == {"streamtap"}
     assert len([name for name in added if name.endswith(".dist-info")]) == 1
     installed = site / "streamtap"
-    assert (installed / "proxy" / "cli.py").is_file()
+    assert (installed / "proxy" / "cli" / "__init__.py").is_file()
+    assert (installed / "proxy" / "serve" / "body" / "tap.py").is_file()
     assert (installed / "diagnostics" / "dialects" / "openai_chat.py").is_file()
     # The starter corpus ships as package data, so replay and the fake provider work without a
     # checkout.

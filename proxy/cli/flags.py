@@ -1,0 +1,17 @@
+"""Flags several commands share."""
+
+from __future__ import annotations
+
+
+def trace_dir_flag(parser) -> None:
+    parser.add_argument("--trace-dir", metavar="DIR",
+                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+
+
+def trace_filter_flags(parser) -> None:
+    """The filters ls, report and export share, read by readout.traces the same way."""
+    parser.add_argument("--session", metavar="S", help="only this session")
+    parser.add_argument("--failed", action="store_true",
+                        help="only requests that did not end well")
+    parser.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
+                                                          "(30m, 1h, 2d, or an ISO time)")
