@@ -1,0 +1,63 @@
+"""The bench scripts the README's figures come from still run: frame_costs.py names every part it
+measures, the raw relay relays (the figures themselves are for a quiet machine, not a test)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import threading
+
+from tests.proxyproc import REPO
+
+PARTS = ("chunked de-framing", "SSE decoding", "dialect", "shape", "recorder, all",
+         "record per request")
+
+
+def test_frame_costs_prints_a_positive_cost_for_every_part():
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "frame_costs.py"), "--frames",
+                             "400", "--repeat", "1"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = {line[:22].strip(): line[22:].split() for line in result.stdout.splitlines()[1:]
+            if line[:22].strip() in PARTS}
+    assert set(rows) == set(PARTS)
+    for part, figures in rows.items():
+        single, bulk = map(float, figures)
+        assert single > 0 and bulk > 0, (part, figures)
+
+
+def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
+    """bench/raw_relay.py, the floor every benchmark run compares streamtap with, really relays."""
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(1)
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello"
+    seen = []
+
+    def serve() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(65536)
+            seen.append(request)
+            conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    relay = subprocess.Popen([sys.executable, str(REPO / "bench" / "raw_relay.py"), "--upstream",
+                              f"http://127.0.0.1:{upstream.getsockname()[1]}"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r":(\d+)$", relay.stdout.readline().strip()).group(1))
+        request = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(request)
+            received = b""
+            while data := client.recv(65536):
+                received += data
+    finally:
+        relay.terminate()
+        relay.wait(10)
+        upstream.close()
+    assert seen == [request] and received == answer
