@@ -464,3 +464,47 @@ def test_on_frame_returns_each_frame_s_kind():
     frame = lambda data: Frame(data=data, size=len(data))  # noqa: E731
     assert dialect.on_frame(frame(b"[DONE]"), 1.0) == "meta"
     assert state.terminal == "[DONE]" and state.terminal_ms == 1.0
+
+
+# -- what the survivors of a mutation run showed unpinned -----------------------------------------
+def test_a_reasoning_typed_part_is_reasoning():
+    record = run(chunk({"content": [{"type": "reasoning", "text": "r"}]}))
+    assert record["stream"]["delta_keys"] == ["content[].reasoning"]
+    assert record["stream"]["event_counts"] == {"reasoning_start": 1, "reasoning_delta": 1}
+
+
+def test_arguments_with_leading_whitespace_are_a_first_piece_not_a_whole_call():
+    # Only a piece that starts with `{` is checked as a whole object (Ollama writes it compact).
+    record = run(chunk({"tool_calls": [tool(0, "apply_patch", ' {"a":1}')]}))
+    assert calls(record) == [(0, "apply_patch", 1, 8, False)]
+
+
+def test_the_probe_finds_the_head_anywhere_and_an_error_key_anywhere():
+    probe = OpenAIChat._plain_text
+    head, tail = openai_chat.PLAIN_TEXT_HEAD, openai_chat.PLAIN_TEXT_TAIL
+    assert probe(head + b"hi" + tail + b"}") is True  # not validated: it is a probe
+    assert probe(b'"error":1,' + head + b"hi" + tail + b"}") is False
+
+
+def test_tool_calls_that_are_empty_or_not_a_list_leave_the_text_block_open():
+    record = run(chunk({"content": "a"}), chunk({"tool_calls": []}),
+                 chunk({"tool_calls": {"index": 0}}), chunk({"content": "b"}))
+    assert record["stream"]["event_counts"] == {"text_start": 1, "text_delta": 2, "meta": 2}
+    assert kinds(record) == ["text_delta", "meta", "meta", "text_delta"]
+
+
+def test_the_most_telling_call_event_names_the_frame():
+    record = run(chunk({"tool_calls": [tool(0, "apply_patch", "{}"), tool(1, "read_file", "")]}),
+                 chunk({"tool_calls": [tool(1, arguments='{"b":'), tool(0)]}),
+                 chunk({"content": "a", "tool_calls": [tool(1)]}))
+    assert kinds(record) == ["tool_call", "tool_input_delta", "text_delta"]
+    assert calls(record) == [(0, "apply_patch", 1, 2, True), (1, "read_file", 1, 5, False)]
+
+
+def test_a_whole_call_past_the_cap_is_not_counted_as_a_call():
+    many = [tool(i, "apply_patch", "{}") for i in range(257)]
+    record = run(chunk({"tool_calls": many[:256]}), chunk({"tool_calls": many[256:]}))
+    assert len(record["stream"]["tool_calls"]) == 256
+    assert record["stream"]["event_counts"]["tool_call"] == 256
+    assert record["stream"]["event_counts"]["tool_input_start"] == 257
+    assert kinds(record) == ["tool_call", "tool_input_start"]

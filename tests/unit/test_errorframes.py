@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from streamtap.diagnostics.dialects import errorframes
 from streamtap.diagnostics.dialects.errorframes import (DEFAULT_MESSAGE, error_body,
                                                           native_error_frame, wrapped_error_frame)
 from tests.support import record_stream
@@ -163,6 +162,3 @@ def test_error_bodies_take_the_given_type_code_and_message():
         "error": {"message": "m", "type": "t", "param": None, "code": "c"}}
     assert error_body("openai-chat", 500, code=0)["error"]["code"] == 0
 
-
-def test_native_defaults_table():
-    assert errorframes._NATIVE_DEFAULTS["ollama-ndjson"] == (None, None)
