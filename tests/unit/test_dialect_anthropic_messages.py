@@ -408,3 +408,44 @@ def test_a_frame_without_event_type_or_error_is_unknown():
 
 def test_terminal_names():
     assert AnthropicMessages.terminal_names == ("message_stop",)
+
+
+# -- what the survivors of a mutation run showed unpinned -----------------------------------------
+def test_the_record_names_the_dialect():
+    assert run(START)["dialect"] == "anthropic-messages"
+
+
+def test_a_thinking_delta_in_another_key_order_is_parsed():
+    frame = ev(b'{"index":1,"type":"content_block_delta",'
+               b'"delta":{"thinking":"w","type":"thinking_delta"}}', "content_block_delta")
+    record = run(frame, frame)
+    assert kinds(record) == ["reasoning_delta", "reasoning_delta"]
+    assert record["stream"]["delta_keys"] == ["thinking"]
+    assert record["stream"]["event_counts"] == {"reasoning_start": 1, "reasoning_delta": 2}
+
+
+def test_the_probe_runs_only_under_the_content_block_delta_name():
+    word_delta = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"w"}}'
+    bad = word_delta + b"}"  # one brace too many: not JSON
+    record = run(ev(bad, "content_block_delta"), ev(bad, None), ev(word_delta, "message_delta"))
+    # Under its own name the probe counts the piece (it does not validate: it is a probe);
+    # without a name the frame is parsed, and under another name it is that event.
+    assert kinds(record) == ["text_delta", "unknown", "meta"]
+    assert record["stream"]["protocol_errors"] == {"invalid_json": 1}
+
+
+def test_lone_surrogates_are_sized_not_fatal():
+    record = run(block_start(0, {"type": "tool_use", "name": "apply_patch",
+                                 "input": {"a": "\ud800"}}),
+                 json_piece(0, "\ud800"), block_stop(0))
+    # the whole input `{"a":"?"}` (9 bytes) and one piece of 3 bytes (surrogatepass)
+    assert calls(record) == [(0, "apply_patch", 2, 12, True)]
+
+
+def test_a_result_ends_the_tool_it_names_not_the_latest():
+    record = run(block_start(0, {"type": "server_tool_use", "id": "srvtoolu_A",
+                                 "name": "web_search", "input": {}}),
+                 block_start(1, {"type": "server_tool_use", "id": "srvtoolu_B",
+                                 "name": "web_fetch", "input": {}}),
+                 block_start(2, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_A"}))
+    assert servers(record) == [(0, "web_search", True), (1, "web_fetch", False)]
