@@ -233,3 +233,21 @@ def test_the_array_form_reads_the_same_chunks():
     record = feed("gemini-array", [body])
     assert record["dialect"] == "gemini"
     assert record["stream"]["finish_reason"] == "STOP"
+
+
+# -- what the survivors of a mutation run showed unpinned -----------------------------------------
+def test_every_meta_part_key_is_meta():
+    record = run(chunk({"thought": True}), chunk({"videoMetadata": {}}),
+                 chunk({"thoughtSignature": "s"}), chunk({"partMetadata": {}}))
+    assert kinds(record) == ["meta"] * 4
+    assert record["stream"]["unknown_types"] == []
+
+
+def test_lone_surrogates_in_arguments_are_sized_not_fatal():
+    record = run(chunk({"functionCall": {"name": "apply_patch", "args": {"a": "\ud800"}}}))
+    assert calls(record) == [(0, "apply_patch", 1, 9, True)]  # {"a":"?"}
+
+
+def test_a_result_without_its_code_part_is_still_code_execution():
+    record = run(chunk({"codeExecutionResult": {}}))
+    assert record["stream"]["server_tools"][0]["type"] == "code_execution"

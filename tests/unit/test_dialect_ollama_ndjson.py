@@ -173,3 +173,21 @@ def test_tool_calls_in_ollama_s_byte_order_are_parsed():
 
 def test_framing_and_terminal():
     assert OllamaNdjson.framing == "ndjson" and OllamaNdjson.terminal_names == ("done",)
+
+
+# -- what the survivors of a mutation run showed unpinned -----------------------------------------
+def test_any_one_known_key_makes_a_line_ollama_s():
+    record = run(line({"message": {"content": "a"}}), line({"response": "b"}),
+                 line({"thinking": "t"}), line({"error": ""}), line({"done": False}))
+    assert kinds(record) == ["text_delta", "text_delta", "reasoning_delta", "meta", "meta"]
+    assert record["stream"]["unknown_types"] == []
+    assert record["stream"]["errors"] == []
+
+
+def test_argument_sizes_are_compact_json_and_survive_lone_surrogates():
+    record = run(line({"message": {"content": "", "tool_calls": [
+        {"function": {"name": "apply_patch", "arguments": {"a": 1, "b": [1, 2]}}},
+        {"function": {"name": "read_file", "arguments": {"a": "\ud800"}}},
+        {"function": {"name": "read_file", "arguments": "\ud800"}}]}, "done": False}))
+    # {"a":1,"b":[1,2]} is 17 bytes, {"a":"?"} 9, and "?" 1
+    assert [c[3] for c in calls(record)] == [17, 9, 1]
