@@ -22,11 +22,14 @@ def request_with_tools(names=TOOLS) -> dict:
 
 
 def feed(dialect: str, frames: list[bytes], request: dict | None = None, **kwargs) -> dict:
-    """The record of a stream made of `frames`, each its own chunk, 1 ms apart from t=3."""
-    return record_stream(b"".join(frames), path=PATHS[dialect],
+    """The record of a stream made of `frames`, each its own chunk, 1 ms apart from t=3; the
+    record must name the dialect the stream was fed as."""
+    record = record_stream(b"".join(frames), path=PATHS[dialect],
                          content_type=CONTENT_TYPES.get(dialect, "text/event-stream"),
                          request=request or request_with_tools(),
                          chunks=[len(frame) for frame in frames], t_step=1.0, **kwargs)
+    assert record["dialect"] == dialect.removesuffix("-array")
+    return record
 
 
 def sse(obj: object, event: str | None = None) -> bytes:
