@@ -508,3 +508,52 @@ def test_a_whole_call_past_the_cap_is_not_counted_as_a_call():
     assert record["stream"]["event_counts"]["tool_call"] == 256
     assert record["stream"]["event_counts"]["tool_input_start"] == 257
     assert kinds(record) == ["tool_call", "tool_input_start"]
+
+
+# -- one stream with every shape, fed straight to the dialect in many chunkings -------------------
+def _sink_stream() -> bytes:
+    role = {"role": "assistant"}
+    frames = [
+        chunk(role, id="chatcmpl-sink"), chunk(role, id="chatcmpl-later"),
+        sse({"id": "chatcmpl-sink", "choices": [{"index": 0, "delta": "x"}]}),
+        chunk({"reasoning_content": "r"}), chunk({"reasoning": "r"}),
+        chunk({"reasoning_details": [{"type": "reasoning.text", "text": "r"}]}),
+        chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "d"}]}),
+        chunk({"content": "a"}), chunk({"content": ""}), chunk({"refusal": "no"}),
+        chunk({"content": "b"}, error={"message": "m", "type": "server_error"}),
+        chunk({"content": "c"}), chunk({"tool_calls": []}),
+        chunk({"tool_calls": [tool(0, "apply_patch", "{}"), tool(1, "read_file", "")]}),
+        chunk({"tool_calls": [tool(2, "apply_patch", ' {"a":1}')]}),
+        chunk(finish="tool_calls"), DONE]
+    return b"".join(frames)
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 13, 29, 31, 64, 97, 101, 128, 199, 256, 311, 400, 512,
+                                  777, 1024, 1500, 2048, 4096])
+def test_every_shape_in_one_stream_in_any_chunking(size):
+    from streamtap.diagnostics.decode.sse import SseDecoder
+
+    data = _sink_stream()
+    pieces = [data] if size == 0 else [data[i:i + size] for i in range(0, len(data), size)]
+    state, decoder = StreamState(frozenset({"apply_patch", "read_file"})), SseDecoder()
+    dialect = OpenAIChat(state)
+    frame_kinds = [dialect.on_frame(frame, 1.0) for piece in pieces
+                   for frame in decoder.feed(piece)]
+    assert frame_kinds == [
+        "meta", "meta", "meta", "reasoning_delta", "reasoning_delta", "reasoning_delta", "meta",
+        "text_delta", "meta", "text_delta", "error", "text_delta", "meta", "tool_call",
+        "tool_input_start", "finish", "meta"]
+    assert state.response_id == "chatcmpl-sink"
+    assert state.delta_keys == ["reasoning_content", "reasoning", "reasoning_details",
+                                "content", "refusal", "arguments"]
+    assert state.errors == [{"shape": "wrapped_chunk", "t_ms": 1.0, "type": "server_error",
+                             "code": None, "message": "m"}]
+    assert [(c.index, c.name, c.arg_chunks, c.arg_bytes, c.completed)
+            for c in state.tool_calls.values()] == [
+        (0, "apply_patch", 1, 2, True), (1, "read_file", 0, 0, True),
+        (2, "apply_patch", 1, 8, True)]
+    assert state.event_counts == {
+        "meta": 7, "reasoning_start": 1, "reasoning_delta": 3, "reasoning_end": 1,
+        "text_start": 1, "text_delta": 4, "error": 1, "text_end": 1, "tool_input_start": 3,
+        "tool_input_delta": 2, "tool_input_end": 3, "tool_call": 3, "finish": 1}
+    assert (state.finish_reason, state.terminal) == ("tool_calls", "[DONE]")
