@@ -521,10 +521,10 @@ def _sink_stream() -> bytes:
         chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "d"}]}),
         chunk({"content": "a"}), chunk({"content": ""}), chunk({"refusal": "no"}),
         chunk({"content": "b"}, error={"message": "m", "type": "server_error"}),
-        chunk({"content": "c"}), chunk({"tool_calls": []}),
+        chunk({"content": "c"}), chunk({"tool_calls": []}), chunk({"content": "d"}),
         chunk({"tool_calls": [tool(0, "apply_patch", "{}"), tool(1, "read_file", "")]}),
         chunk({"tool_calls": [tool(2, "apply_patch", ' {"a":1}')]}),
-        chunk(finish="tool_calls"), DONE]
+        chunk(finish="tool_calls"), chunk(finish="error"), DONE]
     return b"".join(frames)
 
 
@@ -541,19 +541,21 @@ def test_every_shape_in_one_stream_in_any_chunking(size):
                    for frame in decoder.feed(piece)]
     assert frame_kinds == [
         "meta", "meta", "meta", "reasoning_delta", "reasoning_delta", "reasoning_delta", "meta",
-        "text_delta", "meta", "text_delta", "error", "text_delta", "meta", "tool_call",
-        "tool_input_start", "finish", "meta"]
+        "text_delta", "meta", "text_delta", "error", "text_delta", "meta", "text_delta",
+        "tool_call", "tool_input_start", "finish", "error", "meta"]
     assert state.response_id == "chatcmpl-sink"
     assert state.delta_keys == ["reasoning_content", "reasoning", "reasoning_details",
                                 "content", "refusal", "arguments"]
     assert state.errors == [{"shape": "wrapped_chunk", "t_ms": 1.0, "type": "server_error",
-                             "code": None, "message": "m"}]
+                             "code": None, "message": "m"},
+                            {"shape": "finish_reason_error", "t_ms": 1.0, "type": None,
+                             "code": None, "message": None}]
     assert [(c.index, c.name, c.arg_chunks, c.arg_bytes, c.completed)
             for c in state.tool_calls.values()] == [
         (0, "apply_patch", 1, 2, True), (1, "read_file", 0, 0, True),
         (2, "apply_patch", 1, 8, True)]
     assert state.event_counts == {
         "meta": 7, "reasoning_start": 1, "reasoning_delta": 3, "reasoning_end": 1,
-        "text_start": 1, "text_delta": 4, "error": 1, "text_end": 1, "tool_input_start": 3,
+        "text_start": 1, "text_delta": 5, "error": 2, "text_end": 1, "tool_input_start": 3,
         "tool_input_delta": 2, "tool_input_end": 3, "tool_call": 3, "finish": 1}
-    assert (state.finish_reason, state.terminal) == ("tool_calls", "[DONE]")
+    assert (state.finish_reason, state.terminal) == ("error", "[DONE]")
