@@ -205,6 +205,7 @@ def equivalent_reason(path: str, mutant: Mutant, equivalents: list[dict]) -> str
     for entry in equivalents:
         if (entry.get("file") == path and entry.get("original") == mutant.original
                 and entry.get("mutant") == mutant.mutated
+                and entry.get("line", mutant.line) == mutant.line
                 and entry.get("scope", ".".join(mutant.scope)) == ".".join(mutant.scope)):
             return entry["reason"]
     return None
