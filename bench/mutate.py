@@ -271,14 +271,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 first, last = mutant.stmt_lines
                 reach = set(range(first, last + 1))
-                tests: set[str] = set()
+                naming: set[str] = set()
                 if mutant.binds:
                     names, bodies = readers(sources[path], mutant.binds)
                     reach |= uses(sources[path], tuple(names)) | bodies
-                    tests = naming_tests(names, durations)
-                tests |= set().union(*(lines[path].get(n, set()) for n in reach))
-                # Fastest first: with -x, a mutant is usually killed by a quick unit test.
-                mutant.tests = sorted(tests, key=lambda t: (durations.get(t, 1.0), t))
+                    naming = naming_tests(names, durations)
+                tests = naming | set().union(*(lines[path].get(n, set()) for n in reach))
+                # Fastest first: with -x, a mutant is usually killed by a quick unit test. A
+                # test that names a module-level value goes before those that only run code
+                # built from it: it is the one that checks the value.
+                mutant.tests = sorted(tests, key=lambda t: (t not in naming,
+                                                            durations.get(t, 1.0), t))
                 if args.max_tests:
                     mutant.tests = mutant.tests[:args.max_tests]
                 if not tests:
