@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib.machinery
+import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,6 +226,83 @@ def _find_code(code, qualname: str):
             if found is not None:
                 return found
     return None
+
+
+class _MutatedLoader(importlib.machinery.SourceFileLoader):
+    """Loads one module from a mutated code object instead of its file."""
+
+    def __init__(self, fullname: str, path: str, code):
+        super().__init__(fullname, path)
+        self._code = code
+
+    def get_code(self, fullname):
+        return self._code
+
+
+class _MutatedFinder:
+    def __init__(self, fullname: str, path: str, code):
+        self.fullname, self.path, self.code = fullname, path, code
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.fullname:
+            return None
+        loader = _MutatedLoader(fullname, self.path, self.code)
+        return importlib.util.spec_from_file_location(fullname, self.path, loader=loader)
+
+
+def import_mutated(source: str, path: str, mutant: Mutant) -> None:
+    """A module or class-level mutant, in place before anything reads it: every `streamtap` and
+    test module is forgotten, and the next import of the mutated module runs the mutated code.
+
+    Swapping the statement in after import (what `apply_mutant` does for functions) reaches no
+    one who already read the name: a constant copied by `from m import NAME`, compiled into
+    another module-level value (a regex built from a table) or bound as a default argument."""
+    tree = ast.parse(source)
+    _mutate(tree, mutant.index)
+    ast.fix_missing_locations(tree)
+    file = str(REPO / path)
+    code = compile(tree, file, "exec")
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("streamtap", "tests"):
+            del sys.modules[name]
+    sys.meta_path.insert(0, _MutatedFinder(module_name(path), file, code))
+
+
+def import_time(mutant: Mutant) -> bool:
+    return mutant.scope_kind != "function"
+
+
+def readers(source: str, names: tuple[str, ...]) -> tuple[set[str], set[int]]:
+    """What a module or class-level value flows into at import: the closure of the names bound
+    by statements that read `names` (a regex compiled from a table), with the functions whose
+    defaults or decorators read one of them; returns (names, body lines of those functions)."""
+    tree = ast.parse(source)
+    outer = [stmt for stmt in tree.body]
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            outer.extend(stmt.body)
+    found, lines = set(names), set()
+    changed = True
+    while changed:
+        changed = False
+        for stmt in outer:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                heads = list(getattr(stmt, "decorator_list", []))
+                if not isinstance(stmt, ast.ClassDef):
+                    heads += stmt.args.defaults + [d for d in stmt.args.kw_defaults if d]
+                read = {n.id for head in heads for n in ast.walk(head) if isinstance(n, ast.Name)}
+                bound = {stmt.name}
+                if not isinstance(stmt, ast.ClassDef) and read & found:
+                    lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+            else:
+                read = {n.id for n in ast.walk(stmt)
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                bound = {n.id for n in ast.walk(stmt)
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if read & found and not bound <= found:
+                found |= bound
+                changed = True
+    return found, lines
 
 
 def apply_mutant(module, source: str, path: str, mutant: Mutant) -> None:

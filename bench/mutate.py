@@ -20,12 +20,14 @@ used; a verdict must be pinned by a test that runs the code in the test process.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib
 import inspect
 import io
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -34,7 +36,8 @@ import tomllib
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from mutants import Mutant, apply_mutant, find_mutants, module_name, uses
+from mutants import (Mutant, apply_mutant, find_mutants, import_mutated, import_time,
+                     module_name, readers, uses)
 
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "bench" / "mutation_equivalents.toml"
@@ -145,9 +148,13 @@ def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> 
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
             import pytest
-            module = importlib.import_module(module_name(module_path))
             try:
-                apply_mutant(module, source, module_path, mutant)
+                if import_time(mutant):
+                    import_mutated(source, module_path, mutant)
+                    importlib.import_module(module_name(module_path))
+                else:
+                    module = importlib.import_module(module_name(module_path))
+                    apply_mutant(module, source, module_path, mutant)
             except Exception:
                 os._exit(1)  # the mutant does not even load: any test would fail
             code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
@@ -170,6 +177,24 @@ def run_child(module_path: str, source: str, mutant: Mutant, timeout: float) -> 
         time.sleep(0.01)
 
 
+def naming_tests(names: set[str], durations: dict[str, float]) -> set[str]:
+    """The tests of the test files that name one of the public `names`: a module-level value
+    read at import (an allowlist another module imports) reaches no line a test runs, but a
+    test that names it checks it."""
+    public = {name for name in names if not name.startswith("_")}
+    if not public:
+        return set()
+    files = {file for file, words in _test_words().items() if words & public}
+    return {test for test in durations if test.split("::")[0] in files}
+
+
+@functools.cache
+def _test_words() -> dict[str, frozenset[str]]:
+    return {file.relative_to(REPO).as_posix():
+            frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", file.read_text()))
+            for file in REPO.glob("tests/**/*.py")}
+
+
 def load_equivalents() -> list[dict]:
     if not EQUIVALENTS.exists():
         return []
@@ -180,6 +205,7 @@ def equivalent_reason(path: str, mutant: Mutant, equivalents: list[dict]) -> str
     for entry in equivalents:
         if (entry.get("file") == path and entry.get("original") == mutant.original
                 and entry.get("mutant") == mutant.mutated
+                and entry.get("line", mutant.line) == mutant.line
                 and entry.get("scope", ".".join(mutant.scope)) == ".".join(mutant.scope)):
             return entry["reason"]
     return None
@@ -245,11 +271,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 first, last = mutant.stmt_lines
                 reach = set(range(first, last + 1))
+                naming: set[str] = set()
                 if mutant.binds:
-                    reach |= uses(sources[path], mutant.binds)
-                tests = set().union(*(lines[path].get(n, set()) for n in reach))
-                # Fastest first: with -x, a mutant is usually killed by a quick unit test.
-                mutant.tests = sorted(tests, key=lambda t: (durations.get(t, 1.0), t))
+                    names, bodies = readers(sources[path], mutant.binds)
+                    reach |= uses(sources[path], tuple(names)) | bodies
+                    naming = naming_tests(names, durations)
+                tests = naming | set().union(*(lines[path].get(n, set()) for n in reach))
+                # Fastest first: with -x, a mutant is usually killed by a quick unit test. A
+                # test that names a module-level value goes before those that only run code
+                # built from it: it is the one that checks the value.
+                mutant.tests = sorted(tests, key=lambda t: (t not in naming,
+                                                            durations.get(t, 1.0), t))
                 if args.max_tests:
                     mutant.tests = mutant.tests[:args.max_tests]
                 if not tests:

@@ -51,6 +51,7 @@ def test_every_listed_equivalent_mutant_exists_and_says_why():
             mutants[entry["file"]] = mutate.find_mutants((REPO / entry["file"]).read_text())
         found = [m for m in mutants[entry["file"]]
                  if (m.original, m.mutated) == (entry["original"], entry["mutant"])
-                 and ".".join(m.scope) == entry.get("scope", ".".join(m.scope))]
+                 and ".".join(m.scope) == entry.get("scope", ".".join(m.scope))
+                 and m.line == entry.get("line", m.line)]
         assert found, f"no such mutant any more: {entry}"
         assert len(entry["reason"]) > 20
