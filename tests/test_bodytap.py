@@ -295,3 +295,25 @@ def test_an_http10_client_gets_the_payload_unframed_and_a_close(tmp_path):
     assert record["downstream"]["ended"] == "complete"
     assert record["stream"]["bytes"] == len(PAYLOAD) and record["stream"]["frame_count"] == 1
     assert record["downstream"]["bytes"] == len(PAYLOAD)
+
+
+def test_an_exchange_that_closes_a_held_body_still_tells_aiohttp_the_connection_ended():
+    """Lost while held, the end is kept back for the exchange; closing instead of taking the
+    body must still end aiohttp's connection bookkeeping (its `closed` future)."""
+    upstream = RawUpstream(HEAD + CHUNKS + CLOSE)
+
+    async def scenario():
+        pool = open_pool(5, [])
+        try:
+            response = await send(pool, upstream.url, raw=True)
+            handler = response.connection.protocol
+            closed = handler.closed
+            await asyncio.sleep(0.2)  # the upstream's FIN arrives while the body is held
+            assert handler.holding() and not closed.done()
+            response.close()
+            await asyncio.wait_for(closed, 5)
+        finally:
+            await pool.close()
+
+    run(scenario())
+    upstream.close()

@@ -1,7 +1,6 @@
 """Configuration: the documented defaults, TOML over defaults, flags over TOML, and an error that
 names the key (and the nearest valid one) for anything unknown or bad, before the proxy listens."""
 
-import os
 import socket
 import subprocess
 import sys
@@ -11,7 +10,6 @@ import pytest
 from streamtap.proxy.cli import build_parser, config_from_args
 from streamtap.proxy.config import Config, ConfigError, Watchdog, load_file, make_route, parse_route_flag
 from streamtap.proxy.serve.run import banner
-from tests.proxyproc import REPO
 
 BUILTIN_ROUTES = {
     "openai": "https://api.openai.com",

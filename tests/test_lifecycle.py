@@ -19,7 +19,7 @@ from streamtap.proxy.config import Config
 from streamtap.proxy.serve.run import banner
 from tests.clients import BackgroundRead, keepalive_stream, log_events, wait_for
 from tests.fakeprovider import Scenario
-from tests.proxyproc import REPO, ProxyProcess, new_session
+from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import CANARY_OUTPUT, chat_text_stream
 
 READ_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)

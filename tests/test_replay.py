@@ -5,7 +5,6 @@ timing), ends the same way, and real clients fail (or succeed) against it the wa
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket

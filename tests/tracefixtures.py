@@ -11,7 +11,7 @@ from pathlib import Path
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.verdict.errors import fingerprint
 from streamtap.proxy.store import write_record
-from tests.streams import chat_chunk, chat_text_stream, chat_tool_stream, sse
+from tests.streams import chat_text_stream, chat_tool_stream, sse
 
 CANARY_PROMPT = "CANARY-PROMPT-a1f3"
 CANARY_KEY = "sk-CANARYKEY0123456789abcdef"

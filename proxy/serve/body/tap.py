@@ -98,6 +98,14 @@ class TappedResponseHandler(ResponseHandler):
             self._tap = _PASS
             sink.lost(self._failure(payload, exc))
 
+    def close(self) -> None:
+        super().close()
+        self._connection_lost_now()  # an exchange that closes instead of taking the body
+
+    def abort(self) -> None:
+        super().abort()
+        self._connection_lost_now()
+
     # -- the exchange's calls -------------------------------------------------------------------
     def holding(self) -> bool:
         """Whether a response body is held for the exchange that sent this request."""
