@@ -114,3 +114,12 @@ def test_an_ndjson_second_close_counts_nothing():
 ])
 def test_frame_repr(frame, text):
     assert repr(frame) == text
+
+
+def test_a_bare_data_field_at_exactly_max_event_keeps_the_event():
+    """`data` without a colon goes through the field parser, not the `data:` fast path; an event
+    already at exactly max_event bytes is still within the cap after it (an empty value)."""
+    decoder = SseDecoder(max_line=64, max_event=4)
+    [frame] = decoder.feed(b"data: abcd\ndata\n\n")
+    assert frame.data == b"abcd\n" and not frame.oversized
+    assert decoder.oversized_events == 0
