@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from streamtap.proxy.config import Config
+
 
 def trace_dir_flag(parser) -> None:
     parser.add_argument("--trace-dir", metavar="DIR",
@@ -15,3 +17,8 @@ def trace_filter_flags(parser) -> None:
                         help="only requests that did not end well")
     parser.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
                                                           "(30m, 1h, 2d, or an ISO time)")
+
+
+def trace_dir_of(args) -> str:
+    """The folder --trace-dir names, else where `streamtap serve` writes by default."""
+    return args.trace_dir or Config().trace_dir

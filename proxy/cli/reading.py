@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streamtap.proxy.config import Config
-from streamtap.proxy.cli.flags import trace_dir_flag, trace_filter_flags
+from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of, trace_filter_flags
 
 
 def add_ls_command(commands) -> None:
@@ -25,7 +24,7 @@ def add_ls_command(commands) -> None:
 def cmd_ls(args: argparse.Namespace) -> int:
     from streamtap.proxy.readout.commands import ls
 
-    return ls(args.trace_dir or Config().trace_dir, session=args.session, failed=args.failed,
+    return ls(trace_dir_of(args), session=args.session, failed=args.failed,
               since=args.since, last=args.last, fmt=args.format)
 
 
@@ -49,7 +48,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("streamtap: name a trace (an id, a prefix of one, or a file) or pass --last",
               file=sys.stderr)
         return 2
-    return show(args.trace_dir or Config().trace_dir, args.trace, last=args.last,
+    return show(trace_dir_of(args), args.trace, last=args.last,
                 failed=args.failed)
 
 
@@ -83,7 +82,7 @@ def add_report_command(commands) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from streamtap.proxy.readout.pages import report
 
-    return report(args.trace_dir or Config().trace_dir, args.out, session=args.session,
+    return report(trace_dir_of(args), args.out, session=args.session,
                   failed=args.failed, since=args.since, last=args.last)
 
 
@@ -118,7 +117,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     from streamtap.proxy.readout.export import export
 
-    return export(args.format, args.trace_dir or Config().trace_dir, args.out,
+    return export(args.format, trace_dir_of(args), args.out,
                   session=args.session, failed=args.failed, since=args.since)
 
 
@@ -140,4 +139,4 @@ def add_demo_command(commands) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from streamtap.proxy.readout.demo import demo
 
-    return demo(args.trace_dir or Config().trace_dir, args.keep, args.port)
+    return demo(trace_dir_of(args), args.keep, args.port)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streamtap.proxy.config import Config
-from streamtap.proxy.cli.flags import trace_dir_flag
+from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
 
 
 def add_samples_command(commands) -> None:
@@ -15,8 +14,9 @@ def add_samples_command(commands) -> None:
                                                   "streams, and compare providers")
     actions = samples.add_subparsers(dest="samples_command", metavar="ACTION", title="actions")
     export = actions.add_parser("export", help="turn trace records into sample files",
-                                description="Sample files of recorded traces: timing, sizes, frame "
-                                            "shapes and how the stream ended, never content. "
+                                description="Sample files of recorded traces: timing, sizes, "
+                                            "frame shapes and how the stream ended, never "
+                                            "content. "
                                             "Requests streamtap answered itself are left out; "
                                             "runs of the same structure and ending make one "
                                             "sample (the median timing).")
@@ -50,7 +50,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.samples_command == "export":
-            summary = export_samples(args.trace_dir or Config().trace_dir, args.out,
+            summary = export_samples(trace_dir_of(args), args.out,
                                      session=args.session, since=args.since,
                                      include_injected=args.include_injected)
             for path, why in summary.unreadable:
