@@ -11,16 +11,14 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from streamtap.proxy.config import (Config, ConfigError, check_url, load_file, otlp_from_env,
                                     Export)
 from streamtap.proxy.export.otlp import ExportUnavailable, OtlpExporter
 from streamtap.proxy.logs import configure_logging
-from streamtap.proxy.readout.traces import TraceError, since_cutoff
 from streamtap.proxy.replay.samplestore import (ExportError, parse_since, read_records,
-                                                record_files)
+                                                record_files, since_time)
 
 
 def add_otlp_export(parser: argparse.ArgumentParser) -> None:
@@ -53,12 +51,10 @@ def run_otlp_export(args: argparse.Namespace) -> int:
                                                  "(e.g. http://127.0.0.1:6006 for Phoenix), set "
                                                  "[export.otlp] endpoint, or "
                                                  "OTEL_EXPORTER_OTLP_ENDPOINT")
-        # The same --since as ls, report and export --har: a duration (1h) or an ISO time.
-        since = (parse_since(since_cutoff(args.since, datetime.now(timezone.utc)))
-                 if getattr(args, "since", None) else None)
+        since = since_time(args.since) if getattr(args, "since", None) else None
         files = record_files(Path(args.trace_dir or Config().trace_dir),
                              getattr(args, "session", None))
-    except (ConfigError, ExportError, TraceError) as exc:
+    except (ConfigError, ExportError) as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
     log = configure_logging("auto")

@@ -64,6 +64,14 @@ def parse_since(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def since_time(text: str) -> datetime:
+    """--since as every command reads it: 30m, 1h or 2d ago, or an ISO time."""
+    try:
+        return parse_since(since_cutoff(text, datetime.now(timezone.utc)))
+    except TraceError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def record_files(trace_dir: Path, session: str | None = None) -> list[Path]:
     """Every `<session>/*.json` in a trace dir (one session's with `session`), oldest first."""
     if not trace_dir.is_dir():
@@ -167,12 +175,7 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
     key, timing and path; the second rebuilds the one sample per structure with the median
     timing and writes it."""
     trace_dir, out = Path(trace_dir), Path(out)
-    since_at = None
-    if since:
-        try:  # 30m, 1h, 2d or an ISO time, as `ls`, `report` and `export --otlp` read it
-            since_at = parse_since(since_cutoff(since, datetime.now(timezone.utc)))
-        except TraceError as exc:
-            raise ExportError(str(exc)) from None
+    since_at = since_time(since) if since else None
     files = record_files(trace_dir, session)
     try:
         out.mkdir(parents=True, exist_ok=True)
