@@ -69,7 +69,6 @@ class Relay:
         self.finished = False
         self.held = False  # upstream reading paused because the client is slow
         self.framed = 0  # bytes written to the client, framing included (aiohttp's output_size)
-        self.body = 0  # payload bytes relayed
 
     # -- the hot path: one socket read of the body ------------------------------------------------
     def data(self, data: bytes) -> None:
@@ -106,7 +105,6 @@ class Relay:
             if out:
                 self.framed += len(out)
                 transport.write(out)
-            self.body += size
             exchange.downstream_bytes += size
             if framing.error is not None:
                 self._finish(UPSTREAM_FAILED, ClientPayloadError(
