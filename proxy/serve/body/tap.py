@@ -114,28 +114,24 @@ class TappedResponseHandler(ResponseHandler):
     def attach(self, sink) -> None:
         """From now on the body's bytes go to `sink.data(bytes)`, the held ones first; the end of
         the connection goes to `sink.lost(exc or None)`."""
-        held, self._held, self._held_size = self._held, [], 0
         self._tap, self._sink = _RAW, sink
-        self._resume_held()
+        held = self._take_held()
         if held:
             sink.data(held[0] if len(held) == 1 else b"".join(held))
         if self._lost is not None:
-            self._tap = _PASS
-            if sink is self._sink:  # still attached: the body did not end within the held bytes
-                self._sink = None
-                payload, exc = self._payload, self._lost[0]
-                self._connection_lost_now()
+            still_attached = self._sink is sink  # the body did not end within the held bytes
+            self._tap, self._sink = _PASS, None
+            payload, exc = self._payload, self._lost[0]
+            self._connection_lost_now()
+            if still_attached:
                 sink.lost(self._failure(payload, exc))
-            else:
-                self._connection_lost_now()
 
     def release(self) -> None:
         """Give the body back to aiohttp's parser, held bytes first. Idempotent."""
         state = self._tap
         self._tap, self._sink = _PASS, None
         if state == _HOLD:
-            held, self._held, self._held_size = self._held, [], 0
-            self._resume_held()
+            held = self._take_held()
             if held:
                 super().data_received(b"".join(held))
         elif state == _HEAD and self._head_bytes:
@@ -159,8 +155,7 @@ class TappedResponseHandler(ResponseHandler):
         """The exchange is over: nothing more goes to its sink."""
         if self._tap in (_RAW, _HOLD):
             self._tap, self._sink = _PASS, None
-            self._held, self._held_size = [], 0
-            self._resume_held()
+            self._take_held()
         self._connection_lost_now()
 
     def _connection_lost_now(self) -> None:
@@ -233,12 +228,15 @@ class TappedResponseHandler(ResponseHandler):
             self._held_paused = True
             self.transport.pause_reading()
 
-    def _resume_held(self) -> None:
+    def _take_held(self) -> list[bytes]:
+        """The held body bytes, handed over; reading resumes if holding them had paused it."""
+        held, self._held, self._held_size = self._held, [], 0
         if self._held_paused:
             self._held_paused = False
             transport = self.transport
             if transport is not None and not transport.is_closing():
                 transport.resume_reading()
+        return held
 
     def _failure(self, payload, exc: BaseException | None) -> BaseException | None:
         """How the connection's end reads for the body: the error aiohttp's reader got (the same
