@@ -30,7 +30,6 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import time
 import tomllib
 from contextlib import redirect_stderr, redirect_stdout
@@ -83,24 +82,60 @@ class _ContextPlugin:
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
 
 
+class EmptyMap(Exception):
+    """The map run measured no line of a module while tests ran: coverage did not trace (another
+    tracer was active, or the tests never imported the module). Such a map is never cached."""
+
+
+# The project's own ignored folder (see .gitignore), not the machine's shared temp dir: another
+# checkout's or another user's map must never be read as this one.
+CACHE_DIR = REPO / ".cache" / "mutate"
+
+
 def map_tests(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, set[str]]],
                                                              dict[str, float], int]:
-    """The line map, from a cache in the temp dir while no test or module file changed."""
+    """The line map, from the project's cache while no test or module file changed. A map that
+    measured nothing for a module is an error, never cached and never read back as "no test
+    reaches it"."""
     digest = hashlib.sha256(json.dumps([paths, tests]).encode())
     for file in sorted(REPO.glob("tests/**/*.py")) + [REPO / p for p in paths]:
         digest.update(file.read_bytes())
-    cache = Path(tempfile.gettempdir()) / f"streamtap-mutate-{digest.hexdigest()[:16]}.json"
-    if cache.exists():
-        data = json.loads(cache.read_text())
-        lines = {path: {int(n): set(ids) for n, ids in by_line.items()}
-                 for path, by_line in data["lines"].items()}
-        return lines, data["durations"], 0
+    cache = CACHE_DIR / f"{digest.hexdigest()[:16]}.json"
+    cached = _read_cache(cache, paths)
+    if cached is not None:
+        return cached[0], cached[1], 0
     lines, durations, code = _run_map(paths, tests)
     if code == 0:
+        _check_measured(lines, durations)
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"lines": {p: {n: sorted(ids) for n, ids in by.items()}
                                                for p, by in lines.items()},
                                      "durations": durations}))
     return lines, durations, code
+
+
+def _check_measured(lines: dict[str, dict[int, set[str]]], durations: dict[str, float]) -> None:
+    unmeasured = [path for path, by_line in lines.items()
+                  if not any(ids for ids in by_line.values())]
+    if durations and unmeasured:
+        raise EmptyMap(f"{len(durations)} tests ran but no line of {', '.join(unmeasured)} was "
+                       "measured: run the command outside another coverage run (unset COVERAGE_* "
+                       "variables), and check that --tests import the module")
+
+
+def _read_cache(cache: Path, paths: list[str]):
+    """A cached map, or None when there is none or it is unusable (partial, empty, unreadable)."""
+    try:
+        data = json.loads(cache.read_text())
+        lines = {path: {int(n): set(ids) for n, ids in by_line.items()}
+                 for path, by_line in data["lines"].items()}
+        durations = data["durations"]
+        if set(lines) != set(paths):
+            return None
+        _check_measured(lines, durations)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EmptyMap):
+        return None
+    return lines, durations
 
 
 def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, set[str]]],
@@ -247,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.monotonic()
     tests = args.tests + [f"--ignore={path}" for path in args.ignore]
-    lines, durations, code = map_tests(paths, tests)
+    try:
+        lines, durations, code = map_tests(paths, tests)
+    except EmptyMap as error:
+        print(f"the line map is empty: {error}", file=sys.stderr)
+        return 2
     if code not in (0, 5):
         print(f"the unmutated tests fail (pytest exit {code}): fix them first", file=sys.stderr)
         return 2

@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.readme import section, shell_blocks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,3 +57,51 @@ def test_every_listed_equivalent_mutant_exists_and_says_why():
                  and m.line == entry.get("line", m.line)]
         assert found, f"no such mutant any more: {entry}"
         assert len(entry["reason"]) > 20
+
+
+def _mutate_module():
+    import sys
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import mutate
+    finally:
+        sys.path.pop(0)
+    return mutate
+
+
+def test_an_empty_line_map_is_an_error_and_never_cached(tmp_path, monkeypatch):
+    # Seen: a map made where coverage traced nothing was cached, and every later run read each
+    # mutant as "no test reaches it" (4/104 killed).
+    mutate = _mutate_module()
+    monkeypatch.setattr(mutate, "CACHE_DIR", tmp_path)
+    empty = ({"diagnostics/verdict/stream.py": {12: set(), 13: set()}},
+             {"tests/unit/test_stream_state.py::test_a": 0.01}, 0)
+    monkeypatch.setattr(mutate, "_run_map", lambda paths, tests: empty)
+    with pytest.raises(mutate.EmptyMap, match="no line of diagnostics/verdict/stream.py"):
+        mutate.map_tests(["diagnostics/verdict/stream.py"], ["tests/unit/test_stream_state.py"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cached_map_that_is_empty_or_partial_is_made_again(tmp_path, monkeypatch):
+    mutate = _mutate_module()
+    monkeypatch.setattr(mutate, "CACHE_DIR", tmp_path)
+    paths, tests = ["diagnostics/verdict/stream.py"], ["tests/unit/test_stream_state.py"]
+    good = ({paths[0]: {12: {"tests/unit/test_stream_state.py::test_a"}}},
+            {"tests/unit/test_stream_state.py::test_a": 0.01}, 0)
+    runs = []
+    monkeypatch.setattr(mutate, "_run_map", lambda p, t: runs.append(1) or good)
+    assert mutate.map_tests(paths, tests)[0] == good[0]
+    assert mutate.map_tests(paths, tests)[0] == good[0] and len(runs) == 1  # read back
+    (cached,) = tmp_path.iterdir()
+    cached.write_text('{"lines": {"diagnostics/verdict/stream.py": {"12": []}}, '
+                      '"durations": {"t": 0.1}}')
+    assert mutate.map_tests(paths, tests)[0] == good[0] and len(runs) == 2
+
+
+def test_the_line_map_is_cached_in_the_projects_ignored_folder():
+    mutate = _mutate_module()
+    assert mutate.CACHE_DIR.is_relative_to(REPO)
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(mutate.CACHE_DIR / "x.json")],
+                             cwd=REPO)
+    assert ignored.returncode == 0
