@@ -1,4 +1,4 @@
-"""Frames rebuilt from a sample (diagnostics/rebuild.py) decode, with our own dialects, to what the
+"""Frames rebuilt from a sample (diagnostics/samples/rebuild.py) decode, with our own dialects, to what the
 original decoded to: the same frame kinds and sizes, event counts, terminal and outcome; tool
 arguments concatenate to valid JSON (left open where the call broke); no content survives."""
 
