@@ -3,6 +3,7 @@ import shutil
 import pytest
 
 from tests.fakeprovider import FakeProvider
+from tests.programs import found_or_skip
 from tests.proxyproc import ProxyProcess
 
 # A client team's example suite: run by tests/test_pytest_plugin.py with pytester, not collected.
@@ -26,7 +27,4 @@ def proxy(fake, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def node():
-    path = shutil.which("node")
-    if path is None:
-        pytest.fail("node is required for the end-to-end tests (.ci/run installs it)")
-    return path
+    return found_or_skip(shutil.which("node"), "node", "nodejs", "the Node tests")

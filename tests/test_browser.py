@@ -9,6 +9,7 @@ import pytest
 
 from tests.cdp import Browser, chromium_path
 from tests.fakeprovider import Scenario
+from tests.programs import found_or_skip
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream, sse
 from tests.tracefixtures import HOSTILE_MESSAGE, HOSTILE_MESSAGE_KEPT, build
@@ -30,11 +31,7 @@ DOM_FACTS = """(() => {
 
 @pytest.fixture(scope="module")
 def chromium():
-    path = chromium_path()
-    if path is None:
-        pytest.fail("chromium is required for the browser tests (.ci/run installs Debian's "
-                    "`chromium`)")
-    return path
+    return found_or_skip(chromium_path(), "chromium", "chromium", "the browser tests")
 
 
 def check_fixture_page(facts: dict, records: list[dict]) -> None:

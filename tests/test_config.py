@@ -5,11 +5,15 @@ import socket
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from streamtap.proxy.cli import build_parser, config_from_args
 from streamtap.proxy.config import Config, ConfigError, Watchdog, load_file, make_route, parse_route_flag
 from streamtap.proxy.serve.run import banner
+from tests.fakeprovider import Scenario
+from tests.proxyproc import ProxyProcess
+from tests.streams import chat_text_stream
 
 BUILTIN_ROUTES = {
     "openai": "https://api.openai.com",
@@ -142,6 +146,61 @@ def test_route_flag_replaces_a_builtin_route():
     config = config_from_args(args("--route", "anthropic=http://127.0.0.1:7000"))
     assert config.routes["anthropic"].url == "http://127.0.0.1:7000"
     assert len(config.routes) == len(BUILTIN_ROUTES)
+
+
+# -- a route name a slip away from a built-in one --------------------------------------------------
+TYPO_WARNING = "WARNING: route `opnai` is new; did you mean to replace `openai`? " \
+               "/openai still goes to https://api.openai.com"
+
+
+def test_readme_quotes_the_typo_warning_as_printed():
+    from tests.readme import section
+
+    assert TYPO_WARNING in " ".join(section("Quick start").split())
+
+
+@pytest.mark.parametrize("name, builtin", [
+    ("opnai", "openai"), ("openia", "openai"), ("OpenAI", "openai"), ("antrhopic", "anthropic"),
+    ("gemni", "gemini"), ("ollamma", "ollama"), ("grok", "groq"), ("xia", "xai"),
+    ("deepseak", "deepseek"), ("openrouterr", "openrouter")])
+def test_a_route_name_near_a_builtin_is_said_to_be_new(name, builtin):
+    config = config_from_args(args("--route", f"{name}=http://127.0.0.1:8788"))
+    text = banner(config, 8787)
+    assert f"WARNING: route `{name}` is new; did you mean to replace `{builtin}`? " \
+           f"/{builtin} still goes to {BUILTIN_ROUTES[builtin]}" in text
+    assert text.count("is new; did you mean") == 1
+
+
+@pytest.mark.parametrize("name", ["openai", "fake", "local", "gw", "api", "rp", "my-gateway",
+                                  "openai-proxy", "claude", "azure"])
+def test_a_builtin_or_an_unrelated_route_name_gets_no_warning(name):
+    text = banner(config_from_args(args("--route", f"{name}=http://127.0.0.1:8788")), 8787)
+    assert "is new; did you mean" not in text
+
+
+def test_a_route_typo_starts_with_a_warning_from_the_flag_and_from_the_config_file(fake,
+                                                                                    tmp_path):
+    flagged = ProxyProcess(tmp_path, {"opnai": fake.url}, ready="faults:")
+    try:
+        assert TYPO_WARNING in flagged.banner
+        prefix = fake.add(Scenario(chat_text_stream(2)))
+        resp = httpx.post(flagged.url("opnai") + prefix + "/v1/chat/completions",
+                          json={"stream": True}, timeout=10)
+        assert resp.status_code == 200  # it started anyway, and the new route forwards
+    finally:
+        flagged.stop()
+    config = toml(tmp_path, f'[routes]\nopnai = "{fake.url}"\n')
+    filed = ProxyProcess(tmp_path, {}, "--config", str(config), ready="faults:")
+    try:
+        assert TYPO_WARNING in filed.banner
+    finally:
+        filed.stop()
+    exact = ProxyProcess(tmp_path, {"openai": fake.url}, ready="faults:")
+    try:
+        assert "faults: none armed" in exact.banner  # the whole banner was read
+        assert "is new; did you mean" not in exact.banner
+    finally:
+        exact.stop()
 
 
 # -- unknown keys -------------------------------------------------------------------------------

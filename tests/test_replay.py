@@ -26,6 +26,7 @@ from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream
 from tests.support import fixture
 from tests.test_endings import httpx_read, node_read
+from tests.test_faults import error_chain
 
 IDLE_TIMEOUT_MS = 600  # the proxy's idle watchdog: what makes a `stalled` sample
 CLIENT_PATIENCE_S = 0.35  # a `client_gone` client leaves after this much silence
@@ -400,11 +401,11 @@ def test_requests_pick_by_model_then_path_then_dialect_and_loop(trips, tmp_path)
 
 def _loaded(name: str, path: str, ending: str = "terminal", stream: object = True,
             tools: bool = False, boundary: str = "none", dialect: str = "openai-chat",
-            provider: str = "openai") -> Loaded:
+            provider: str = "openai", named_file: bool = False) -> Loaded:
     sample = {"dialect": dialect, "provider": provider, "ending": ending,
               "request": {"path": path, "stream": stream}, "outcome": {"boundary": boundary},
               "stream": {"tool_calls": [{"index": 0}] if tools else []}}
-    return Loaded(name, Path(f"{name}.sample.json"), sample, None, [])
+    return Loaded(name, Path(f"{name}.sample.json"), sample, None, [], named_file=named_file)
 
 
 def _ask(path: str, body: dict, **headers: str):
@@ -444,6 +445,29 @@ def test_the_default_is_a_complete_sample_of_the_dialect_and_stream_flag():
     assert "no complete sample of anthropic-messages (streamed)" in missing
 
 
+def test_a_file_named_on_the_command_line_answers_its_dialect_whatever_its_ending():
+    chat = "/v1/chat/completions"
+    samples = [_loaded("a-reset", chat, "reset", named_file=True),
+               _loaded("b-json", chat, stream=False, dialect="json", named_file=True),
+               _loaded("c-text", chat), _loaded("m-text", "/v1/messages",
+                                                dialect="anthropic-messages")]
+    chooser = Chooser(samples)
+    choice = chooser.choose(_ask(chat, {"stream": True}))
+    assert (choice.loaded.name, choice.why) == (
+        "a-reset", "named on the command line for openai-chat (streamed)")
+    assert chooser.choose(_ask(chat, {})).loaded.name == "b-json"  # the stream flag ranks first
+    # another dialect: the folder's complete sample; an ending asked for: that ending
+    assert chooser.choose(_ask("/v1/messages", {"stream": True})).loaded.name == "m-text"
+    assert chooser.choose(_ask(chat, {"stream": True}, **{"x-streamtap-sample": "complete"})
+                          ).loaded.name == "c-text"
+    assert Chooser(samples, ending="terminal").choose(_ask(chat, {"stream": True})
+                                                      ).loaded.name == "c-text"
+    # the one file named, even when the request's stream flag differs from its own
+    only = Chooser([_loaded("a-reset", chat, "reset", named_file=True)])
+    assert only.choose(_ask(chat, {})).loaded.name == "a-reset"
+    assert isinstance(only.choose(_ask("/v1/embeddings", {})), str)
+
+
 def test_cycle_hands_out_the_next_sample_for_the_path_then_the_dialect():
     samples = [_loaded(name, path) for name, path in (
         ("a", "/v1/chat/completions"), ("b", "/v1/chat/completions"),
@@ -479,6 +503,77 @@ def test_bad_input_is_refused_with_the_file_named(tmp_path):
     assert out.returncode == 2 and "no such file" in out.stderr
     out = replay(str(bad), "--speed", "0")
     assert out.returncode == 2 and "--speed" in out.stderr
+
+
+# -- a sample named as a file is served whatever its ending ---------------------------------------
+CORPUS = REPO / "samples"
+ANTHROPIC_RESET = "anthropic__anthropic-messages__reset__1"
+
+
+def _anthropic_stream(replay: ReplayProcess) -> tuple[list[str], Exception | None]:
+    """What the official anthropic SDK saw of one streamed message: its event types, and the
+    exception that ended the stream (None when it ended normally)."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=replay.url, api_key="sk-ant-test", max_retries=0)
+    seen: list[str] = []
+    try:
+        with client.messages.stream(model="claude-test", max_tokens=64,
+                                    messages=[{"role": "user", "content": "x"}]) as stream:
+            for event in stream:
+                seen.append(event.type)
+    except Exception as exc:  # noqa: BLE001 - the caller asserts which one
+        return seen, exc
+    return seen, None
+
+
+def test_a_sample_named_as_a_file_is_served_whatever_its_ending(tmp_path):
+    replay = ReplayProcess(tmp_path, str(CORPUS / f"{ANTHROPIC_RESET}.sample.json"),
+                           "--speed", "20")
+    try:
+        assert "each request gets the sample named on the command line for its dialect, " \
+               "whatever its ending" in replay.banner
+        seen, error = _anthropic_stream(replay)
+        # the reset itself, mid tool call (not a 404 `streamtap_no_sample`)
+        assert any(name.endswith(".ReadError") for name in error_chain(error)), repr(error)
+        assert seen[0] == "message_start" and "content_block_start" in seen
+        assert "message_stop" not in seen
+    finally:
+        replay.stop()
+    assert f"-> {ANTHROPIC_RESET} (reset; named on the command line" in replay.log()
+
+
+def test_a_folder_still_means_complete_by_default(tmp_path):
+    folder = tmp_path / "anthropic"
+    folder.mkdir()
+    for name in (ANTHROPIC_RESET, "anthropic__anthropic-messages__terminal__1"):
+        (folder / f"{name}.sample.json").write_bytes((CORPUS / f"{name}.sample.json").read_bytes())
+    replay = ReplayProcess(tmp_path, str(folder), "--speed", "20")
+    try:
+        assert "each request gets a complete sample of the request's dialect and stream " \
+               "flag" in replay.banner
+        seen, error = _anthropic_stream(replay)
+        assert error is None and seen[-1] == "message_stop"
+    finally:
+        replay.stop()
+    # a file and a folder: the file answers its dialect, the folder the others
+    chat = CORPUS / "openai__openai-chat__terminal__1.sample.json"
+    both = ReplayProcess(tmp_path, str(chat), str(folder), "--speed", "20")
+    try:
+        assert "named on the command line for its dialect, whatever its ending; else a " \
+               "complete sample" in both.banner
+        seen, error = _anthropic_stream(both)
+        assert error is None and seen[-1] == "message_stop"
+        with httpx.Client(timeout=10) as client:
+            resp = client.post(both.url + "/v1/chat/completions",
+                               json={"stream": True, "messages": []})
+        assert resp.status_code == 200 and resp.content.endswith(b"data: [DONE]\n\n")
+    finally:
+        both.stop()
+    log = both.log()
+    assert "-> anthropic__anthropic-messages__terminal__1 (terminal; complete sample of " \
+           "anthropic-messages (streamed))" in log
+    assert "-> openai__openai-chat__terminal__1 (terminal; named on the command line" in log
 
 
 # -- the predictable default, end to end; --ready-json ---------------------------------------------

@@ -85,13 +85,15 @@ def add_replay_command(commands) -> None:
         description="Serve samples as a fake provider: a request gets a sample's status, "
                     "headers, frames rebuilt from its shapes at its timing, and the same ending "
                     "(a reset is a reset, a stall lasts until the client leaves). By default a "
-                    "request gets a complete sample of its dialect that matches its `stream` "
-                    "flag; it gets another one when it names it (its `model`, or an "
-                    "x-streamtap-sample header with a sample name or an ending), or with "
+                    "request gets the sample named as a file for its dialect, whatever its "
+                    "ending; else a complete sample of its dialect that matches its `stream` "
+                    "flag from the folders; it gets another one when it names it (its `model`, "
+                    "or an x-streamtap-sample header with a sample name or an ending), or with "
                     "--ending or --cycle.")
     replay.add_argument("targets", nargs="*", metavar="SAMPLE|DIR",
-                        help="a *.sample.json file, or a folder of them (default: the starter "
-                             "corpus that ships with streamtap)")
+                        help="a *.sample.json file (served to its dialect whatever its "
+                             "ending), or a folder of them (default: the starter corpus that "
+                             "ships with streamtap)")
     replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     replay.add_argument("--port", type=int, default=8788,
                         help="port (default 8788; 0 picks a free one)")

@@ -1,8 +1,10 @@
-"""Which sample answers a request. By default a predictable one: a complete sample of the
-request's dialect that matches its `stream` flag (one that calls a tool when the request defines
-tools). Another ending only when asked: `--ending`, a `model` naming a sample, or the
-`x-streamtap-sample` header (a sample name or an ending). `--cycle` hands out the next sample
-recorded for the path (else for the dialect), round and round, for those who want chaos."""
+"""Which sample answers a request. By default a predictable one: a sample named as a file on the
+command line for the request's dialect, whatever its ending (the user named it: they want it
+served); else, among a folder's samples, a complete sample of the request's dialect that matches
+its `stream` flag (one that calls a tool when the request defines tools). Another ending only when
+asked: `--ending`, a `model` naming a sample, or the `x-streamtap-sample` header (a sample name or
+an ending). `--cycle` hands out the next sample recorded for the path (else for the dialect),
+round and round, for those who want chaos."""
 
 from __future__ import annotations
 
@@ -65,6 +67,16 @@ def request_model(body: bytes, path: str) -> str | None:
     return read_ask("POST", path, body, {}).model
 
 
+def _preference(ask: Ask):
+    """A sort key, best first: a sample that calls a tool when the request defines tools (and
+    one that does not otherwise), recorded for the same path, from the dialect's own provider,
+    then by name."""
+    path = redact_path(ask.path)
+    home = _HOME.get(ask.dialect or "")
+    return lambda loaded: (loaded.calls_a_tool != ask.defines_tools, loaded.request_path != path,
+                           loaded.sample.get("provider") != home, loaded.name)
+
+
 @dataclass
 class Choice:
     loaded: Loaded
@@ -95,6 +107,8 @@ class Chooser:
             ending = ask.sample
         elif self.cycle:
             return self._cycled(ask) or self._none(ask, "recorded for this path or dialect")
+        elif ending == COMPLETE and (files := self.named_files(ask)):
+            return Choice(files[0], f"named on the command line for {ask.kind}")
         fitting = self.fitting(ask, ending)
         if not fitting:
             what = "complete sample" if ending == COMPLETE else f"`{ending}` sample"
@@ -102,17 +116,20 @@ class Chooser:
         return Choice(fitting[0], f"{ending} sample of {ask.kind}")
 
     def fitting(self, ask: Ask, ending: str) -> list[Loaded]:
-        """The samples that answer `ask` with `ending`, best first: one that calls a tool when
-        the request defines tools (and one that does not otherwise), recorded for the same path,
-        from the dialect's own provider, then by name."""
+        """The samples that answer `ask` with `ending`, best first (see `_preference`)."""
         wanted = [loaded for loaded in self.samples
                   if loaded.answers_dialect == ask.dialect and loaded.streams == ask.stream
                   and (loaded.complete if ending == COMPLETE else loaded.sample["ending"] == ending)]
-        path = redact_path(ask.path)
-        home = _HOME.get(ask.dialect or "")
-        return sorted(wanted, key=lambda loaded: (
-            loaded.calls_a_tool != ask.defines_tools, loaded.request_path != path,
-            loaded.sample.get("provider") != home, loaded.name))
+        return sorted(wanted, key=_preference(ask))
+
+    def named_files(self, ask: Ask) -> list[Loaded]:
+        """The samples named as files that answer `ask`'s dialect, whatever their ending, best
+        first: one that matches the request's `stream` flag, then as `fitting` ranks them."""
+        files = [loaded for loaded in self.samples
+                 if loaded.named_file and ask.dialect
+                 and loaded.answers_dialect == ask.dialect]
+        rank = _preference(ask)
+        return sorted(files, key=lambda loaded: (loaded.streams != ask.stream, rank(loaded)))
 
     def _cycled(self, ask: Ask) -> Choice | None:
         path = redact_path(ask.path)

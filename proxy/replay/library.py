@@ -47,6 +47,9 @@ class Loaded:
     rebuilt: Rebuilt | None
     writes: list[tuple[float, bytes]]
     speed: float = 1.0  # this sample's own timing factor (the server's applies on top)
+    # Named as a file on the command line, not found in a folder: what the user wants served
+    # for its dialect, whatever its ending (the "complete by default" rule is for folders).
+    named_file: bool = False
 
     @classmethod
     def from_sample(cls, name: str, sample: dict, path: Path | None = None,
@@ -93,7 +96,7 @@ def sample_name(path: Path) -> str:
     return name[:-len(SUFFIX)] if name.endswith(SUFFIX) else path.stem
 
 
-def load_one(path: Path) -> Loaded:
+def load_one(path: Path, named_file: bool = False) -> Loaded:
     try:
         sample = check_sample(json.loads(path.read_text(encoding="utf-8")))
     except OSError as exc:
@@ -101,15 +104,18 @@ def load_one(path: Path) -> Loaded:
     except (ValueError, SampleError) as exc:
         raise ReplayError(f"{path}: not a usable sample: {exc}") from exc
     try:
-        return Loaded.from_sample(sample_name(path), sample, path)
+        loaded = Loaded.from_sample(sample_name(path), sample, path)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
         raise ReplayError(f"{path}: the sample's frames or shapes are malformed "
                           f"({type(exc).__name__}: {exc}); export it again with "
                           "`streamtap samples export`") from exc
+    loaded.named_file = named_file
+    return loaded
 
 
 def load_library(targets: list[str]) -> list[Loaded]:
-    """Every sample named: files as given, folders' `*.sample.json` in name order."""
+    """Every sample named: files as given (marked `named_file`), folders' `*.sample.json` in
+    name order."""
     loaded: list[Loaded] = []
     for target in targets:
         path = Path(target)
@@ -120,7 +126,7 @@ def load_library(targets: list[str]) -> list[Loaded]:
                                   "`streamtap samples export -o DIR`")
             loaded.extend(load_one(file) for file in files)
         elif path.exists():
-            loaded.append(load_one(path))
+            loaded.append(load_one(path, named_file=True))
         else:
             raise ReplayError(f"{path}: no such file or folder")
     return loaded

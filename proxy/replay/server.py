@@ -117,11 +117,19 @@ def build_replay_app(chooser, speed: float = 1.0, log_requests: bool = True) -> 
 
 
 def mode(chooser: Chooser) -> str:
+    """Which rule picks a request's sample, as the banner says it."""
     if chooser.cycle:
         return "cycle: the next sample for a path or dialect, round and round"
-    if chooser.ending == COMPLETE:
-        return "a complete sample of the request's dialect and stream flag"
-    return f"a `{chooser.ending}` sample of the request's dialect and stream flag"
+    if chooser.ending != COMPLETE:
+        return f"a `{chooser.ending}` sample of the request's dialect and stream flag"
+    complete = "a complete sample of the request's dialect and stream flag"
+    files = sum(loaded.named_file for loaded in chooser.samples)
+    if not files:
+        return complete
+    named = "the sample named on the command line for its dialect, whatever its ending"
+    if files == len(chooser.samples):
+        return named
+    return f"{named}; else {complete} (from the folders)"
 
 
 def banner(host: str, port: int, chooser: Chooser, speed: float) -> str:

@@ -22,6 +22,7 @@ from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.refusals import ProxyRunner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route
+from streamtap.proxy.route_typos import typo_warnings
 from streamtap.proxy.logs import configure_logging
 from streamtap.proxy.export.otlp import ExportUnavailable, make_exporter
 from streamtap.proxy.store import TraceStore
@@ -80,6 +81,7 @@ def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
              "routes: /NAME/rest goes to UPSTREAM_URL/rest, as is; a client needs its base URL",
              *route_lines(config.routes, host, port),
+             *typo_warnings(config.routes),
              *fault_lines(config.faults)]
     if trace_problem:
         lines[1] = (f"traces: UNUSABLE: {trace_problem}; records will fail until this is fixed "
