@@ -202,12 +202,11 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
 
 def _check_body(action: str, values: dict) -> str:
     """`body`: JSON text (or, from TOML or the API, a table or list), returned as one compact
-    line so that it fits in one SSE data line or NDJSON line."""
-    if action != "error_chunk":
-        raise FaultError("body", f"only error_chunk sends a body (this rule's action is "
-                                 f"`{action}`)")
+    line so that it fits in one SSE data line or NDJSON line. Like every action parameter it is
+    ignored by the other actions; an error_chunk given both a body and the error's parts is
+    refused, since it could send only one of them."""
     given = [key for key in ("type", "code", "message") if values.get(key) is not None]
-    if given or values.get("style", "event") != "event":
+    if action == "error_chunk" and (given or values.get("style", "event") != "event"):
         raise FaultError("body", "the body is the whole error frame: leave out "
                                  f"{', '.join(f'`{key}`' for key in given) or '`style`'}")
     body = values["body"]

@@ -113,8 +113,6 @@ def rejected(data: dict, source: str = "api") -> FaultError:
      "expected a string or a whole number, got ['x']"),
     ({"action": "error_chunk", "code": True}, "code",
      "expected a string or a whole number, got True"),
-    ({"action": "reset", "body": "{}"}, "body",
-     "only error_chunk sends a body (this rule's action is `reset`)"),
     ({"action": "error_chunk", "body": "{}", "type": "t", "message": "m"}, "body",
      "the body is the whole error frame: leave out `type`, `message`"),
     ({"action": "error_chunk", "body": "{}", "style": "wrapped"}, "body",

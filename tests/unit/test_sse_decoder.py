@@ -178,13 +178,16 @@ def test_field_names_are_capped_in_count_and_in_what_they_may_be():
     """At most MAX_FIELD_NAMES names, plus `<other>`: a name that is not one short identifier, a
     line with no colon (raw text is all name) and every name past the cap count as that."""
     names = b"".join(b"f%d: 1\n" % i for i in range(25))
-    odd = (b"two words: x\n" + b"n" * 33 + b": x\n" + b"a line of raw text\n"
+    odd = (b"two words: x\n" + b"n" * 33 + b": x\n" + b"a line of raw text\n" + b"hello\n"
            + b"9lives: x\n" + "naïve: x\n".encode())
+    bare, _ = fed(b"hello\nhello:\n\n", None, keep_fields=True)  # one word of raw text, alone
+    assert bare.unknown_fields == {OTHER_FIELD: 1, "hello": 1}
+    assert bare.take_fields() == [("hello", b"")]
     decoder, frames = fed(names + odd + b"\n", [], keep_fields=True)
     assert frames == []
     assert len(decoder.unknown_fields) == MAX_FIELD_NAMES + 1
-    assert decoder.unknown_fields[OTHER_FIELD] == 25 - MAX_FIELD_NAMES + 5
-    assert sum(decoder.unknown_fields.values()) == 30
+    assert decoder.unknown_fields[OTHER_FIELD] == 25 - MAX_FIELD_NAMES + 6
+    assert sum(decoder.unknown_fields.values()) == 31
     assert [name for name, _ in decoder.take_fields()] == [f"f{i}" for i in range(16)]
 
 
