@@ -15,8 +15,9 @@ DEFAULT_MAX_LINE = 8 * 1024 * 1024
 # raw size waits in `LineSplitter.dropped` (compared by identity, never by value).
 OVERLONG = b"\x00<overlong line>\n"
 # Unknown field names (`error:` from GPUStack) are counted by name when they read as one short
-# identifier, at most MAX_FIELD_NAMES of them (plus OTHER_FIELD); any other name (a line of raw text has no colon and
-# is all name) counts as OTHER_FIELD, so neither words nor memory grow with what upstream sends.
+# identifier before a colon, at most MAX_FIELD_NAMES of them; any other name (a line of raw text
+# has no colon and is all name) counts as OTHER_FIELD, so neither sentences nor memory grow with
+# what upstream sends. The value after the colon is never counted or named.
 KNOWN_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
 FIELD_NAME = re.compile(rb"[A-Za-z][A-Za-z0-9_-]{0,31}")
 OTHER_FIELD = "<other>"

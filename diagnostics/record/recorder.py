@@ -264,8 +264,9 @@ class Recorder:
             self.dialect.on_end(t_ms)
 
     def _unknown_fields(self) -> dict[str, int]:
-        """Counts of SSE field names clients ignore. A name is at most 32 identifier characters
-        (decode/sse.py) and must pass `token()` (the secret scrubber) too, or counts as `<other>`."""
+        """Counts of SSE field names clients ignore. A name is one identifier of at most 32
+        characters before a colon (decode/sse.py: no sentence, never the value), and must pass
+        `token()` (the secret scrubber) too, or it counts as `<other>`."""
         counts: dict[str, int] = {}
         for name, count in getattr(self._decoder, "unknown_fields", {}).items():
             label = name if token(name) == name else OTHER_FIELD
