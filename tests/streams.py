@@ -29,6 +29,24 @@ def chat_text_stream(words: int = 5, done: bool = True) -> list[bytes]:
     return chunks
 
 
+# Issue 27: a GPUStack server ended a 444 KB answer with its error on an SSE `error:` field line,
+# which EventSource clients ignore, then closed without `[DONE]`. Rebuilt here, content-free.
+ERROR_FIELD_LINE = (b'error: {"detail":"failed to decode the upstream response","error":'
+                    b'{"message":"failed to decode the upstream response","type":"server_error",'
+                    b'"code":500}}\n\n')
+
+
+def chat_then_error_field(total_bytes: int = 444_000) -> list[bytes]:
+    """A chat text stream of about `total_bytes`, then ERROR_FIELD_LINE (no finish, no [DONE])."""
+    chunks = [chat_chunk({"role": "assistant", "content": ""})]
+    size, i = len(chunks[0]), 0
+    while size < total_bytes:
+        chunks.append(chat_chunk({"content": f"{CANARY_OUTPUT} w{i} "}))
+        size += len(chunks[-1])
+        i += 1
+    return chunks + [ERROR_FIELD_LINE]
+
+
 def chat_tool_stream(arg_chunks: int = 5, finish: bool = True, name: str = "apply_patch"):
     chunks = [chat_chunk({"role": "assistant", "content": None, "tool_calls": [
         {"index": 0, "id": "call_e2e1", "type": "function",

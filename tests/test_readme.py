@@ -174,6 +174,15 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
     record = proxy.record("readme-wrapped")
     assert "injected_error_chunk" in record["outcome"]["evidence"]
 
+    # 3b. an error body in no documented shape: the SDK raises nothing, the record names it
+    assert armed(next_command("streamtap fault add --name peer-closed"))["name"] == "peer-closed"
+    events = list(openai_client("readme-body").responses.create(model="gpt-test", input="hi",
+                                                                stream=True))
+    assert "response.completed" not in [event.type for event in events]
+    record = proxy.record("readme-body")
+    assert [(e["shape"], e["code"]) for e in record["stream"]["errors"]] == [
+        ("error_frame_unknown_shape", "InternalError")]
+
     # 4. Anthropic: the error event mid-answer, then three 529s the SDK retries through
     first = armed(next_command("streamtap fault add --action error_chunk --at event:text_delta:10"))
     second = armed(next_command("streamtap fault add --action http_error --set status=529"))

@@ -7,11 +7,25 @@ trusted whatever the network did to the chunk boundaries.
 
 from __future__ import annotations
 
+import re
+
 BOM = b"\xef\xbb\xbf"
 DEFAULT_MAX_LINE = 8 * 1024 * 1024
 # Stands in, in `LineSplitter.lines()`, for a line dropped for being longer than `max_line`; its
 # raw size waits in `LineSplitter.dropped` (compared by identity, never by value).
 OVERLONG = b"\x00<overlong line>\n"
+# Unknown field names (`error:` from GPUStack) are counted by name when they read as one short
+# identifier before a colon, at most MAX_FIELD_NAMES of them; any other name (a line of raw text
+# has no colon and is all name) counts as OTHER_FIELD, so neither sentences nor memory grow with
+# what upstream sends. The value after the colon is never counted or named.
+KNOWN_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
+FIELD_NAME = re.compile(rb"[A-Za-z][A-Za-z0-9_-]{0,31}")
+OTHER_FIELD = "<other>"
+MAX_FIELD_NAMES = 20
+# Unknown field lines kept (name, value) for a reader to take between feeds, when asked for:
+# at most this many, each at most MAX_FIELD_VALUE bytes (an error object is small).
+MAX_FIELD_LINES = 16
+MAX_FIELD_VALUE = 64 * 1024
 
 
 class Frame:
@@ -51,6 +65,16 @@ def _ending(line: bytes) -> int:
     """The length of a complete line's end: 2 for CRLF, 1 for LF or a lone CR."""
     # Content never holds a CR or LF, so a CR just before the last byte can only be CRLF's.
     return 2 if len(line) > 1 and line[-2] == 13 else 1
+
+
+def _name_and_value(line: bytes) -> tuple[bytes, bytes, bool]:
+    """A field line (without its line end) as WHATWG splits it: name, value, and whether it had
+    a colon (without one, the whole line is the name and the value is empty)."""
+    colon = line.find(b":")
+    if colon < 0:
+        return line, b"", False
+    value = line[colon + 1:]
+    return line[:colon], value[1:] if value[:1] == b" " else value, True
 
 
 class LineSplitter:
@@ -209,16 +233,23 @@ class SseDecoder:
     Memory is bounded per line (`max_line`) and per event (`max_event`, data bytes): an event
     whose data grows past `max_event` stops being kept (a hostile upstream can send `data:` lines
     forever with no blank line) and is dispatched `oversized`, counted in `oversized_events`.
+
+    Field lines of unknown names are ignored for dispatch, as WHATWG says, but are evidence: they
+    are counted in `unknown_fields`, and with `keep_fields` each one is also held as (name,
+    value) until `take_fields()` (a server may put its error on an `error:` line).
     """
 
     __slots__ = ("_lines", "_bom_pending", "_data", "_data_len", "_oversized", "_event",
                  "_last_id", "_retry", "_size", "_fields_seen", "trailing_bytes", "max_event",
-                 "oversized_events")
+                 "oversized_events", "unknown_fields", "_kept_fields")
 
-    def __init__(self, max_line: int = DEFAULT_MAX_LINE, max_event: int | None = None):
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE, max_event: int | None = None,
+                 keep_fields: bool = False):
         self._lines = LineSplitter(max_line)
         self.max_event = max_line if max_event is None else max_event
         self.oversized_events = 0
+        self.unknown_fields: dict[str, int] = {}
+        self._kept_fields: list[tuple[str, bytes]] | None = [] if keep_fields else None
         self._bom_pending: bytes | None = b""  # None once the stream's start is past
         self._data: list[bytes] = []
         self._data_len = 0  # data bytes kept for the open event (LFs to join them not counted)
@@ -284,14 +315,7 @@ class SseDecoder:
         if line is OVERLONG:  # dropped for its length: its bytes still belong to the event
             return self._lines.dropped.pop(0)
         raw_size = len(line)
-        line = line[:raw_size - _ending(line)]
-        colon = line.find(b":")
-        if colon < 0:
-            name, value = line, b""
-        else:
-            name, value = line[:colon], line[colon + 1:]
-            if value[:1] == b" ":
-                value = value[1:]
+        name, value, colon = _name_and_value(line[:raw_size - _ending(line)])
         if name == b"event":
             self._event = value.decode("utf-8", "replace") or None
         elif name == b"data" and not self._oversized:
@@ -305,7 +329,32 @@ class SseDecoder:
         elif name == b"retry":
             if value.isdigit():  # bytes.isdigit is ASCII digits only, and False when empty
                 self._retry = int(value)
+        else:
+            self._unknown_field(name if colon else None, value)
         return raw_size
+
+    def _unknown_field(self, name: bytes | None, value: bytes) -> None:
+        """Count a field line WHATWG ignores (`name` None: a line with no colon), and hold it for
+        `take_fields()` if asked to."""
+        counts = self.unknown_fields
+        label = OTHER_FIELD
+        if name is not None and FIELD_NAME.fullmatch(name):
+            label = name.decode("ascii")
+            if label not in counts and len(counts) >= MAX_FIELD_NAMES:
+                label = OTHER_FIELD
+        counts[label] = counts.get(label, 0) + 1
+        kept = self._kept_fields
+        if (kept is not None and label != OTHER_FIELD and len(kept) < MAX_FIELD_LINES
+                and len(value) <= MAX_FIELD_VALUE):
+            kept.append((label, value))
+
+    def take_fields(self) -> list[tuple[str, bytes]]:
+        """The unknown field lines held since the last call (needs `keep_fields`), in order."""
+        kept = self._kept_fields
+        if not kept:
+            return []
+        self._kept_fields = []
+        return kept
 
     def _overflow(self) -> None:
         """The open event outgrew max_event: drop what it kept and keep nothing more of it. One
@@ -329,6 +378,12 @@ class SseDecoder:
             if text is OVERLONG or not complete:
                 self._size += raw_size
                 self._fields_seen = True
+                if text is not OVERLONG and text[:1] != b":":
+                    # WHATWG drops a line the stream ended inside; an unknown field's (a last
+                    # `error: {...}` with no line end) is still evidence, so it is counted.
+                    name, value, colon = _name_and_value(text)
+                    if name not in KNOWN_FIELDS:
+                        self._unknown_field(name if colon else None, value)
             else:
                 frames = self._consume([text + b"\r"])
         if self._fields_seen or self._data:

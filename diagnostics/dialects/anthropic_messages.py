@@ -17,7 +17,8 @@ import re
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.base import (Dialect, load_json, unknown_shape_error,
+                                                    wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # What a content block is, once its content_block_start has been seen.
@@ -121,6 +122,8 @@ class AnthropicMessages(Dialect):
         if name == "error":
             if not wrapped_error(obj, state, t_ms, shape="error_event"):
                 state.stream_error("error_event", t_ms)
+            return ev.ERROR
+        if unknown_shape_error(obj, state, t_ms):  # an event no one documents, carrying an error
             return ev.ERROR
         state.unknown_type(name, t_ms)
         return ev.UNKNOWN

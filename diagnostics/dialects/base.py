@@ -23,11 +23,12 @@ FRAMING_BODY = "body"  # one whole JSON body, handed over at the end
 FRAMING_NONE = "none"  # bytes counted, never parsed
 
 
-def frame_decoder(framing: str, max_line: int = DEFAULT_MAX_LINE):
+def frame_decoder(framing: str, max_line: int = DEFAULT_MAX_LINE, keep_fields: bool = False):
     """The incremental decoder that cuts a body of this framing into frames; None for a body
-    read whole (FRAMING_BODY) or not at all (FRAMING_NONE)."""
+    read whole (FRAMING_BODY) or not at all (FRAMING_NONE). `keep_fields`: an SSE decoder holds
+    unknown field lines for `take_fields()` (the recorder reads them for errors)."""
     if framing == FRAMING_SSE:
-        return SseDecoder(max_line)
+        return SseDecoder(max_line, keep_fields=keep_fields)
     if framing == FRAMING_NDJSON:
         return NdjsonDecoder(max_line)
     if framing == FRAMING_JSON_ARRAY:
@@ -95,6 +96,51 @@ def wrapped_error(obj: object, state: StreamState, t_ms: float,
     return True
 
 
+# The evidence code, and the record's error `shape`, of an error in a frame no dialect documents.
+UNKNOWN_SHAPE = "error_frame_unknown_shape"
+
+
+def error_like(obj: object) -> dict | None:
+    """`{type, code, message}` of an error-like object in a frame no dialect documents: an
+    `error` member, or a `code` plus a string `message` (GPUStack's and a Responses gateway's
+    `{"code":"InternalError","message":"..."}`); None if it is neither. The caller has already
+    ruled out a known event and a content delta."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("error"):
+        return error_fields(obj)
+    code, message = obj.get("code"), obj.get("message")
+    if code in (None, "") or isinstance(code, (bool, dict, list)) or not isinstance(message, str):
+        return None
+    return {"type": obj.get("type") or obj.get("status"), "code": code, "message": message}
+
+
+def unknown_shape_error(obj: object, state: StreamState, t_ms: float,
+                        field: str | None = None) -> bool:
+    """Record an error-like object in an undocumented frame (or, `field` named, on an unknown
+    SSE field line) as an in-band provider error; False if `obj` is not error-like. The message
+    goes through `stream_error`, like every provider message."""
+    fields = error_like(obj)
+    if fields is None:
+        return False
+    state.stream_error(UNKNOWN_SHAPE, t_ms, field=field, **fields)
+    return True
+
+
+def field_line_error(name: str, value: bytes, state: StreamState, t_ms: float) -> bool:
+    """An unknown SSE field line (`error: {...}`) whose value is JSON with an error-like object.
+    Clients never see it (WHATWG ignores unknown fields), so it is evidence for the record only;
+    a value that is not such JSON is no protocol error of the stream and is left alone. (The
+    decoder holds no value longer than its MAX_FIELD_VALUE.)"""
+    if value[:1] != b"{":
+        return False
+    try:
+        obj = json.loads(value)
+    except ValueError:
+        return False
+    return unknown_shape_error(obj, state, t_ms, field=name)
+
+
 class GenericSse(Dialect):
     """Any SSE stream we have no dialect for: frames timed and counted, and only the markers every
     OpenAI-style stream shares (`[DONE]`, a wrapped `{"error":...}` chunk) recognised."""
@@ -117,6 +163,9 @@ class GenericSse(Dialect):
                 if counts:
                     self.state.set_usage(**counts)
                     self.state.emit(ev.USAGE, t_ms)
+                return ev.ERROR
+        elif b'"code"' in data and b'"message"' in data:
+            if unknown_shape_error(load_json(data, self.state), self.state, t_ms):
                 return ev.ERROR
         self.state.emit(ev.UNKNOWN, t_ms)
         return ev.UNKNOWN

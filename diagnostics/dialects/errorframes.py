@@ -63,6 +63,16 @@ def native_error_frame(dialect: str, type: str | None = None, code: object = Non
     return _sse({"error": {"message": message, "type": type, "param": None, "code": code}})
 
 
+def body_error_frame(dialect: str, body: str) -> bytes:
+    """A data frame (an NDJSON line for Ollama) carrying `body`, one line of JSON text, as given:
+    any shape at all, such as `{"code":"InternalError","message":"..."}`, which no dialect
+    documents and some servers send."""
+    if dialect == "ollama-ndjson":
+        return body.encode() + b"\n"
+    end = "\r\n" if dialect == "gemini" else "\n"
+    return f"data: {body}{end}{end}".encode()
+
+
 def error_body(dialect: str | None, status: int, type: str | None = None, code: object = None,
                message: str | None = None) -> dict:
     """The JSON body a provider of this dialect answers an HTTP error with."""

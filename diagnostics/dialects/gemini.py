@@ -15,7 +15,8 @@ import json
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.dialects.base import FRAMING_JSON_ARRAY, Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, load_json,
+                                                    unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 _TEXT = "text"
@@ -67,6 +68,9 @@ class Gemini(Dialect):
             if counts:  # what the stream had used when it failed
                 state.set_usage(**counts)
                 state.emit(ev.USAGE, t_ms)
+            return ev.ERROR
+        if ("candidates" not in obj and "promptFeedback" not in obj
+                and unknown_shape_error(obj, state, t_ms)):  # `{"code":..,"message":..}`
             return ev.ERROR
         self._kind = ev.META
         candidates = obj.get("candidates")

@@ -13,7 +13,8 @@ import json
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.verdict.stream import StreamState
-from streamtap.diagnostics.dialects.base import FRAMING_NDJSON, Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.base import (FRAMING_NDJSON, Dialect, load_json,
+                                                    unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # The ordinary line, as Ollama's Go encoder writes it, ends like this; such a line without tool
@@ -68,6 +69,8 @@ class OllamaNdjson(Dialect):
             if usage:  # a line can carry the counts so far along with the error
                 state.set_usage(**usage)
                 state.emit(ev.USAGE, t_ms)
+            return ev.ERROR
+        if unknown_shape_error(obj, state, t_ms):  # `{"code":..,"message":".."}`: no Ollama line
             return ev.ERROR
         if not any(key in obj for key in _KNOWN_KEYS):
             state.unknown_type(next(iter(obj), None), t_ms)

@@ -23,7 +23,8 @@ import json
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.verdict.stream import StreamState
-from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.base import (Dialect, load_json, unknown_shape_error,
+                                                    wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # Finish reasons that say the tool calls before them are whole; `length`, `content_filter` and
@@ -126,6 +127,8 @@ class OpenAIChat(Dialect):
                     kind = ev.USAGE
         if obj.get("error") or finish == "error":
             return self._error(obj, finish, t_ms)
+        if kind in (ev.META, ev.USAGE) and not finish and unknown_shape_error(obj, state, t_ms):
+            return ev.ERROR  # no delta, no finish, but `code` and `message`: an error all the same
         if finish:
             self._finish(finish, t_ms)
             kind = ev.FINISH

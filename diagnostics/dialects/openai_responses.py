@@ -21,7 +21,8 @@ from __future__ import annotations
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.verdict.stream import StreamState
-from streamtap.diagnostics.dialects.base import Dialect, load_json, wrapped_error
+from streamtap.diagnostics.dialects.base import (Dialect, load_json, unknown_shape_error,
+                                                    wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
@@ -89,7 +90,7 @@ class OpenAIResponses(Dialect):
         kind = obj.get("type")
         if not kind or not isinstance(kind, str):
             # A gateway's wrapped `{"error": {...}}` chunk has no type (opencode issue 21979).
-            if wrapped_error(obj, state, t_ms):
+            if wrapped_error(obj, state, t_ms) or unknown_shape_error(obj, state, t_ms):
                 return ev.ERROR
             state.unknown_type(name, t_ms)
             return ev.UNKNOWN
@@ -113,6 +114,8 @@ class OpenAIResponses(Dialect):
             return self._error_event(obj, t_ms)
         if kind.startswith(SERVER_TOOL_PREFIXES):
             return self._server_tool_status(kind, obj, t_ms)
+        if unknown_shape_error(obj, state, t_ms):  # an event no one documents, carrying an error
+            return ev.ERROR
         state.unknown_type(kind, t_ms)
         return ev.UNKNOWN
 

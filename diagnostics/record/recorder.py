@@ -15,7 +15,8 @@ from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
-from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
+from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
+                                                  field_line_error, frame_decoder)
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
 from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
@@ -23,8 +24,8 @@ from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_
 from streamtap.diagnostics.record.request_summary import (keys_from_tail, summarize_partial_body,
                                                             summarize_request)
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
-from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, OTHER_FIELD
+from streamtap.diagnostics.verdict.stream import StreamState, token
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
@@ -161,7 +162,7 @@ class Recorder:
         if framing == FRAMING_BODY:
             self._body = bytearray()
         else:
-            self._decoder = frame_decoder(framing, self.limits.max_line)
+            self._decoder = frame_decoder(framing, self.limits.max_line, keep_fields=True)
         if encoding and framing != FRAMING_NONE:
             self._setup_decompression(encoding.lower())
 
@@ -190,6 +191,7 @@ class Recorder:
             frames = self._decoder.feed(chunk)
             if frames:
                 self._on_frames(frames, t_ms)
+            self._on_field_lines(t_ms)
         elif self._body is not None:
             if len(self._body) + len(chunk) <= self.limits.max_body_parse:
                 self._body += chunk
@@ -228,6 +230,13 @@ class Recorder:
             else:
                 tail.append((t_ms, frame.size, kind, shape))
 
+    def _on_field_lines(self, t_ms: float) -> None:
+        """SSE field lines no client dispatches (`error: {...}`): an error in one is evidence."""
+        take = getattr(self._decoder, "take_fields", None)
+        if take is not None:
+            for name, value in take():
+                field_line_error(name, value, self.state, t_ms)
+
     def _close_stream(self, t_ms: float) -> None:
         """End of the body, however it ended: flush the decoder and let the dialect settle."""
         if self._decompress is not None and self._decoder is not None:
@@ -241,6 +250,7 @@ class Recorder:
             leftover = self._decoder.close()
             if leftover:
                 self._on_frames(leftover, t_ms)
+            self._on_field_lines(t_ms)
             if self._decoder.overlong_lines:
                 self.state.protocol_errors["line_too_long"] = self._decoder.overlong_lines
             if getattr(self._decoder, "oversized_events", 0):
@@ -252,6 +262,16 @@ class Recorder:
                 self.body_shape = self.shapes.index_of(None, body, "body")
         if self.dialect is not None:
             self.dialect.on_end(t_ms)
+
+    def _unknown_fields(self) -> dict[str, int]:
+        """Counts of SSE field names clients ignore. A name is one identifier of at most 32
+        characters before a colon (decode/sse.py: no sentence, never the value), and must pass
+        `token()` (the secret scrubber) too, or it counts as `<other>`."""
+        counts: dict[str, int] = {}
+        for name, count in getattr(self._decoder, "unknown_fields", {}).items():
+            label = name if token(name) == name else OTHER_FIELD
+            counts[label] = counts.get(label, 0) + count
+        return counts
 
     def _source(self) -> str | None:
         """A sniffed stream whose frames proved no dialect fell back to plain `sse`."""
@@ -326,6 +346,7 @@ class Recorder:
                 "usage": dict(state.usage),
                 "terminal": state.terminal,
                 "unknown_types": list(state.unknown_types),
+                "unknown_fields": self._unknown_fields(),
                 "tool_calls": [call.as_dict() for call in state.tool_calls.values()],
                 "server_tools": [tool.as_dict() for tool in state.server_tools.values()],
                 "errors": list(state.errors),

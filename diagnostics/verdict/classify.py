@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
 
 SLOWING_FAULTS = ("delay", "throttle")
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -319,6 +320,33 @@ def http_error_status(f: Facts) -> Verdict | None:
     return Verdict("provider_error", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f),
                    retryable, f"{f.provider} answered HTTP {f.status}{detail} before the stream "
                    f"started.{advice.get(retryable, '')}")
+
+
+@rule
+def error_in_unknown_shape(f: Facts) -> Verdict | None:
+    """An error-like object in a frame no dialect documents, or on an SSE field line clients
+    ignore (GPUStack's `error: {...}`): the client saw at most an unknown event, maybe nothing."""
+    first = f.stream_errors[0] if f.stream_errors else {}
+    if first.get("shape") != UNKNOWN_SHAPE:
+        return None
+    kind = first.get("type") or first.get("code")
+    phase = stream_phase(f)
+    field = first.get("field")
+    evidence = [UNKNOWN_SHAPE] + ([str(kind)] if kind else []) + (
+        ["sse_unknown_field"] if field else [])
+    if f.upstream in ("reset", "truncated"):
+        evidence.append(f"upstream_{f.upstream}")
+    retryable = error_retryable(None, first.get("type"), first.get("code"), first.get("message"))
+    detail = f" ({kind})" if kind else ""
+    if field:
+        carrier = (f"on an SSE `{field}:` line, a field clients ignore, {doing(f, phase)}; no "
+                   "event reached the client, which saw a stream that just ended")
+    else:
+        carrier = (f"in a frame no dialect documents (an `error` member, or `code` and "
+                   f"`message`), {doing(f, phase)}; a client may have read it as an unknown "
+                   "event, not an error")
+    return Verdict("provider_error", phase, "high", evidence + side_evidence(f), retryable,
+                   f"{f.provider} sent an error inside the stream{detail} {carrier}.")
 
 
 @rule

@@ -148,18 +148,24 @@ class StreamState:
         self.protocol_errors[code] = self.protocol_errors.get(code, 0) + 1
 
     def stream_error(self, shape: str, t_ms: float, type: object = None, code: object = None,
-                     message: object = None) -> None:
-        """An error the provider put inside the stream; counts as an `error` event too."""
+                     message: object = None, field: str | None = None) -> None:
+        """An error the provider put inside the stream; counts as an `error` event too. `field`
+        names the unknown SSE field line that carried it, when not a `data:` line."""
         self.emit(ev.ERROR, t_ms)
         if len(self.errors) >= MAX_ERRORS:
             return
-        self.errors.append({
+        error = {
             "shape": shape,
             "t_ms": round(t_ms, 1),
             "type": token(type),
             "code": token(code),
             "message": provider_message(message),
-        })
+        }
+        if field is not None:
+            # A field name, passed through `token()` like an event name: a short identifier
+            # the scrubber leaves alone, never the line's value (that is where content goes).
+            error["field"] = token(field)
+        self.errors.append(error)
 
     # -- tool calls -------------------------------------------------------------------------
     def tool_start(self, index: int, name: object, t_ms: float) -> ToolCall:

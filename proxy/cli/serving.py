@@ -150,7 +150,7 @@ def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
     add.add_argument("--match", action="append", default=[], metavar="KEY=GLOB",
                      help="route, path, model or session glob (repeatable; all must match)")
     add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="an action parameter: status, style, type, code, message, "
+                     help="an action parameter: status, style, type, code, message, body, "
                           "duration_ms, then, latency_ms, jitter_ms, per_frame, bytes_per_s, "
                           "mid_frame, retry_after (repeatable)")
 

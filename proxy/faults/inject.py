@@ -16,7 +16,8 @@ import random
 from aiohttp import hdrs, web
 
 from streamtap.diagnostics.dialects import dialect_for_path
-from streamtap.diagnostics.dialects.errorframes import error_body, native_error_frame, wrapped_error_frame
+from streamtap.diagnostics.dialects.errorframes import (body_error_frame, error_body,
+                                                         native_error_frame, wrapped_error_frame)
 from streamtap.diagnostics.decode.triggers import FrameScanner
 
 from streamtap.proxy.faults.endings import end_response, stall
@@ -91,6 +92,8 @@ class FaultRun:
     def error_frame(self) -> bytes:
         rule = self.rule
         dialect = self._dialect() or "openai-chat"
+        if rule.body is not None:
+            return body_error_frame(dialect, rule.body)
         build = wrapped_error_frame if rule.style == "wrapped" else native_error_frame
         return build(dialect, rule.type, rule.code, rule.message)
 

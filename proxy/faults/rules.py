@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import json
 import random
 import re
 from collections.abc import Iterable
@@ -53,6 +54,9 @@ class FaultRule:
     type: str | None = None
     code: str | int | None = None
     message: str | None = None
+    # error_chunk: a JSON text sent as the frame's whole data instead of a dialect's error shape
+    # (compact, one line); a user's own test input, never a provider's.
+    body: str | None = None
     duration_ms: int = 0  # stall: 0 = until the client gives up
     then: str = "close"  # stall: how it ends, close | reset
     latency_ms: int = 0
@@ -191,7 +195,31 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
     code = values.get("code")
     if code is not None and (isinstance(code, bool) or not isinstance(code, (str, int))):
         raise FaultError("code", f"expected a string or a whole number, got {code!r}")
+    if values.get("body") is not None:
+        values["body"] = _check_body(action, values)
     return FaultRule(**values, source=source, auto_named=auto_named)
+
+
+def _check_body(action: str, values: dict) -> str:
+    """`body`: JSON text (or, from TOML or the API, a table or list), returned as one compact
+    line so that it fits in one SSE data line or NDJSON line. Like every action parameter it is
+    ignored by the other actions; an error_chunk given both a body and the error's parts is
+    refused, since it could send only one of them."""
+    given = [key for key in ("type", "code", "message") if values.get(key) is not None]
+    if action == "error_chunk" and (given or values.get("style", "event") != "event"):
+        raise FaultError("body", "the body is the whole error frame: leave out "
+                                 f"{', '.join(f'`{key}`' for key in given) or '`style`'}")
+    body = values["body"]
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError as exc:
+            raise FaultError("body", f"expected JSON text, such as "
+                                     f"'{{\"code\":\"InternalError\",\"message\":\"...\"}}' ({exc})"
+                             ) from None
+    elif not isinstance(body, (dict, list)):
+        raise FaultError("body", f"expected JSON text or a table, got {body!r}")
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 def parse_fault_header(value: str) -> FaultRule:

@@ -222,6 +222,35 @@ ROWS = {
         verdict("provider_error", "before_response", "high", ["http_503", "server_error"],
                 False, "openai answered HTTP 503 (server_error) before the stream started."
                 " Retrying will not help as is.")),
+    # -- error_in_unknown_shape ----------------------------------------------------------------
+    "a code-and-message frame in a Responses stream (issue 23)": (
+        facts(**OPEN, dialect="openai-responses", phase="text",
+              stream_errors=[{"shape": "error_frame_unknown_shape", "type": None,
+                              "code": "InternalError", "message": "peer closed connection"}]),
+        verdict("provider_error", "text", "high", ["error_frame_unknown_shape", "InternalError"],
+                True, "openai sent an error inside the stream (InternalError) in a frame no "
+                "dialect documents (an `error` member, or `code` and `message`), while the model "
+                "was writing its answer; a client may have read it as an unknown event, not an "
+                "error.")),
+    "an SSE error: field line, then a clean close (issue 27)": (
+        facts(**OPEN, phase="text",
+              stream_errors=[{"shape": "error_frame_unknown_shape", "type": None, "code": None,
+                              "message": "failed to decode", "field": "error"}]),
+        verdict("provider_error", "text", "high",
+                ["error_frame_unknown_shape", "sse_unknown_field"], None,
+                "openai sent an error inside the stream on an SSE `error:` line, a field clients "
+                "ignore, while the model was writing its answer; no event reached the client, "
+                "which saw a stream that just ended.")),
+    "an unknown-shape error, then a reset": (
+        facts(**OPEN, upstream="reset", phase="before_progress",
+              stream_errors=[{"shape": "error_frame_unknown_shape", "type": "invalid_request",
+                              "code": 400, "message": None}]),
+        verdict("provider_error", "before_progress", "high",
+                ["error_frame_unknown_shape", "invalid_request", "upstream_reset"], False,
+                "openai sent an error inside the stream (invalid_request) in a frame no dialect "
+                "documents (an `error` member, or `code` and `message`), before the model "
+                "produced any output; a client may have read it as an unknown event, not an "
+                "error.")),
     # -- error_inside_stream -------------------------------------------------------------------
     "anthropic overloaded error event": (
         facts(**OPEN, provider="anthropic", phase="text",

@@ -3,10 +3,14 @@ provider's error, per dialect, and what each dialect reads back from them (type,
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from streamtap.diagnostics.dialects.errorframes import (DEFAULT_MESSAGE, error_body,
-                                                          native_error_frame, wrapped_error_frame)
+from streamtap.diagnostics.dialects.errorframes import (DEFAULT_MESSAGE, body_error_frame,
+                                                          error_body, native_error_frame,
+                                                          wrapped_error_frame)
+from streamtap.diagnostics.record.messages import provider_message
 from tests.support import record_stream
 
 PATHS = {"openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses",
@@ -111,6 +115,65 @@ def test_every_dialect_reads_the_wrapped_error(dialect, shape):
     assert errors == [{"shape": shape, "type": "rate_limit_error", "code": "rate_limit_exceeded",
                        "message": "slow down"}]
     assert outcome["boundary"] == "provider_error" and outcome["evidence"][0] == shape
+
+
+# -- errors in shapes no dialect documents (issue 23) --------------------------------------------
+DIALECTS = ("openai-chat", "openai-responses", "anthropic-messages", "gemini", "ollama-ndjson")
+# A Responses gateway's error frame, verbatim: no `type`, no `error` member, only code and message.
+PEER_CLOSED = {"code": "InternalError",
+               "message": "peer closed connection without sending complete message body "
+                          "(incomplete chunked read)"}
+
+
+def test_a_body_frame_carries_the_json_text_as_given():
+    body = '{"code":"InternalError","message":"m"}'
+    assert body_error_frame("openai-responses", body) == b"data: " + body.encode() + b"\n\n"
+    assert body_error_frame("openai-chat", body) == b"data: " + body.encode() + b"\n\n"
+    assert body_error_frame("gemini", body) == b"data: " + body.encode() + b"\r\n\r\n"
+    assert body_error_frame("ollama-ndjson", body) == body.encode() + b"\n"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_dialect_reads_a_code_and_message_frame_as_an_error(dialect):
+    errors, outcome = _errors(dialect, body_error_frame(dialect, json.dumps(PEER_CLOSED)))
+    assert errors == [{"shape": "error_frame_unknown_shape", "type": None,
+                       "code": "InternalError", "message": PEER_CLOSED["message"]}]
+    assert outcome["boundary"] == "provider_error"
+    assert outcome["evidence"][:2] == ["error_frame_unknown_shape", "InternalError"]
+
+
+@pytest.mark.parametrize("dialect, frame", [
+    ("openai-responses", b'event: response.gateway_error\ndata: {"type":"response.gateway_error",'
+                         b'"error":{"type":"server_error","code":"bad_gateway",'
+                         b'"message":"m"}}\n\n'),
+    ("anthropic-messages", b'event: gateway_error\ndata: {"type":"gateway_error","error":'
+                           b'{"type":"server_error","code":"bad_gateway","message":"m"}}\n\n'),
+])
+def test_an_unknown_event_carrying_an_error_member_is_an_error_not_an_unknown_type(dialect, frame):
+    record = record_stream(frame, path=PATHS[dialect])
+    assert [{k: e[k] for k in ("shape", "type", "code", "message")}
+            for e in record["stream"]["errors"]] == [
+        {"shape": "error_frame_unknown_shape", "type": "server_error", "code": "bad_gateway",
+         "message": "m"}]
+    assert record["stream"]["unknown_types"] == []
+    assert record["outcome"]["evidence"][:2] == ["error_frame_unknown_shape", "server_error"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_unknown_shape_message_is_cut_like_every_provider_message(dialect):
+    echo = {"code": 400, "message": 'bad input "my secret prompt", key sk-proj-abcdef1234567890XYZ'}
+    errors, _ = _errors(dialect, body_error_frame(dialect, json.dumps(echo)))
+    assert errors[0]["code"] == "400"
+    assert errors[0]["message"] == provider_message(echo["message"])
+    assert "secret prompt" not in errors[0]["message"] and "abcdef" not in errors[0]["message"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("body", [{"code": "x"}, {"message": "m"}, {"code": True, "message": "m"},
+                                  {"code": "x", "message": {"text": "m"}}])
+def test_half_an_error_is_no_error(dialect, body):
+    errors, outcome = _errors(dialect, body_error_frame(dialect, json.dumps(body)))
+    assert errors == [] and outcome["boundary"] != "provider_error"
 
 
 # -- HTTP error bodies ------------------------------------------------------------------------------

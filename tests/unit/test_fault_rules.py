@@ -16,7 +16,7 @@ from streamtap.proxy.faults.rules import (
 
 ACTIONS_TEXT = "reset, truncate, close, drop_terminal, stall, error_chunk, http_error, delay, throttle"
 KEYS_TEXT = ("name, action, at, match, probability, seed, times, status, retry_after, style, "
-             "type, code, message, duration_ms, then, latency_ms, jitter_ms, per_frame, "
+             "type, code, message, body, duration_ms, then, latency_ms, jitter_ms, per_frame, "
              "bytes_per_s, mid_frame")
 TRIGGERS_TEXT = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "
                  "bytes:<n>, ms:<n>")
@@ -113,6 +113,15 @@ def rejected(data: dict, source: str = "api") -> FaultError:
      "expected a string or a whole number, got ['x']"),
     ({"action": "error_chunk", "code": True}, "code",
      "expected a string or a whole number, got True"),
+    ({"action": "error_chunk", "body": "{}", "type": "t", "message": "m"}, "body",
+     "the body is the whole error frame: leave out `type`, `message`"),
+    ({"action": "error_chunk", "body": "{}", "style": "wrapped"}, "body",
+     "the body is the whole error frame: leave out `style`"),
+    ({"action": "error_chunk", "body": 5}, "body",
+     "expected JSON text or a table, got 5"),
+    ({"action": "error_chunk", "body": "{'code': 1}"}, "body",
+     "expected JSON text, such as '{\"code\":\"InternalError\",\"message\":\"...\"}' "
+     "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
 ])
 def test_each_bad_rule_is_rejected_naming_its_field(data, field, message):
     error = rejected(data)
@@ -131,6 +140,18 @@ def test_a_valid_rule_is_normalized():
         0.5, 7, 2, "wrapped", 503)
     assert (rule.mid_frame, rule.per_frame, rule.source) == (True, False, "api")
     assert rule_from_mapping({"action": "error_chunk", "code": "E1"}, "api").code == "E1"
+
+
+def test_an_error_body_becomes_one_compact_line_of_json():
+    given = '{ "code": "InternalError",\n  "message": "peer closed" }'
+    assert rule_from_mapping({"action": "error_chunk", "body": given}, "api").body == (
+        '{"code":"InternalError","message":"peer closed"}')
+    table = {"error": {"message": "m", "type": "t"}, "detail": "d"}
+    assert rule_from_mapping({"action": "error_chunk", "body": table}, "config").body == (
+        '{"error":{"message":"m","type":"t"},"detail":"d"}')
+    header = parse_fault_header('error_chunk; at=event:text_delta:2; '
+                                'body={"code":500,"message":"x"}')
+    assert (header.body, header.at) == ('{"code":500,"message":"x"}', "event:text_delta:2")
 
 
 @pytest.mark.parametrize("value", [True, False])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from streamtap.diagnostics.decode.sse import (
-    DEFAULT_MAX_LINE, Frame, LineSplitter, NdjsonDecoder, SseDecoder)
+    DEFAULT_MAX_LINE, MAX_FIELD_NAMES, MAX_FIELD_VALUE, OTHER_FIELD, Frame, LineSplitter,
+    NdjsonDecoder, SseDecoder)
 
 MIB = 1024 * 1024
 
@@ -123,3 +124,75 @@ def test_a_bare_data_field_at_exactly_max_event_keeps_the_event():
     [frame] = decoder.feed(b"data: abcd\ndata\n\n")
     assert frame.data == b"abcd\n" and not frame.oversized
     assert decoder.oversized_events == 0
+
+
+# -- unknown field lines (issue 27): evidence, never dispatched ----------------------------------
+GPUSTACK_TAIL = (b'data: {"choices":[{"delta":{"content":"w"}}]}\n\n'
+                 b'error: {"detail":"failed to decode","error":{"message":"m","code":500}}\n\n')
+
+
+def fed(data: bytes, sizes: list[int] | None, **kwargs) -> tuple[SseDecoder, list[Frame]]:
+    """A decoder fed `data` whole (sizes None), byte by byte ([]) or in the given sizes, closed."""
+    decoder = SseDecoder(**kwargs)
+    if sizes is None:
+        chunks = [data]
+    elif not sizes:
+        chunks = [data[i:i + 1] for i in range(len(data))]
+    else:
+        cuts = [0, *sizes, len(data)]
+        chunks = [data[a:b] for a, b in zip(cuts, cuts[1:])]
+    frames = [frame for chunk in chunks for frame in decoder.feed(chunk)]
+    return decoder, frames + decoder.close()
+
+
+@pytest.mark.parametrize("sizes", [None, [], [50, 51, 60], [3, 49, 52, 100]])
+def test_an_error_field_line_dispatches_nothing_and_is_counted(sizes):
+    """WHATWG ignores the `error` field: the frames are those of the stream without the line,
+    whatever the chunking; only `unknown_fields` (and `take_fields`) see it."""
+    decoder, frames = fed(GPUSTACK_TAIL, sizes, keep_fields=True)
+    assert [frame.data for frame in frames] == [b'{"choices":[{"delta":{"content":"w"}}]}']
+    assert decoder.unknown_fields == {"error": 1}
+    assert decoder.take_fields() == [
+        ("error", b'{"detail":"failed to decode","error":{"message":"m","code":500}}')]
+    assert decoder.take_fields() == []
+    assert decoder.trailing_bytes == len(GPUSTACK_TAIL) - frames[0].size
+
+
+def test_field_lines_are_held_only_when_asked_for():
+    decoder, _ = fed(GPUSTACK_TAIL, None)
+    assert decoder.unknown_fields == {"error": 1} and decoder.take_fields() == []
+
+
+def test_an_error_field_line_without_a_blank_line_after_it_is_an_unterminated_event():
+    """WHATWG drops the line the stream ended inside; as evidence it is still counted and held."""
+    decoder, frames = fed(GPUSTACK_TAIL.rstrip(b"\n"), None, keep_fields=True)
+    assert [(frame.data, frame.unterminated) for frame in frames] == [
+        (b'{"choices":[{"delta":{"content":"w"}}]}', False), (b"", True)]
+    assert decoder.unknown_fields == {"error": 1}
+    assert [name for name, _ in decoder.take_fields()] == ["error"]
+    ended_in_data, frames = fed(b"data: {}\n\ndata: {", None, keep_fields=True)
+    assert (ended_in_data.unknown_fields, frames[-1].unterminated) == ({}, True)
+
+
+def test_field_names_are_capped_in_count_and_in_what_they_may_be():
+    """At most MAX_FIELD_NAMES names, plus `<other>`: a name that is not one short identifier, a
+    line with no colon (raw text is all name) and every name past the cap count as that."""
+    names = b"".join(b"f%d: 1\n" % i for i in range(25))
+    odd = (b"two words: x\n" + b"n" * 33 + b": x\n" + b"a line of raw text\n" + b"hello\n"
+           + b"9lives: x\n" + "naïve: x\n".encode())
+    bare, _ = fed(b"hello\nhello:\n\n", None, keep_fields=True)  # one word of raw text, alone
+    assert bare.unknown_fields == {OTHER_FIELD: 1, "hello": 1}
+    assert bare.take_fields() == [("hello", b"")]
+    decoder, frames = fed(names + odd + b"\n", [], keep_fields=True)
+    assert frames == []
+    assert len(decoder.unknown_fields) == MAX_FIELD_NAMES + 1
+    assert decoder.unknown_fields[OTHER_FIELD] == 25 - MAX_FIELD_NAMES + 6
+    assert sum(decoder.unknown_fields.values()) == 31
+    assert [name for name, _ in decoder.take_fields()] == [f"f{i}" for i in range(16)]
+
+
+def test_a_held_field_value_is_bounded():
+    big = b"x" * (MAX_FIELD_VALUE + 1)
+    decoder, _ = fed(b"error: " + big + b"\nerror: " + big[1:] + b"\n\n", None, keep_fields=True)
+    assert decoder.unknown_fields == {"error": 2}
+    assert decoder.take_fields() == [("error", big[1:])]
