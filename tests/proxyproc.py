@@ -64,13 +64,13 @@ class ProxyProcess(StreamtapProcess):
     """`streamtap serve` with a trace dir of its own; reads the records it writes."""
 
     def __init__(self, workdir: Path, routes: dict[str, str], *extra: str,
-                 trace_dir: Path | None = None):
+                 trace_dir: Path | None = None, ready: str | None = None):
         self.trace_dir = trace_dir or workdir / "traces"
         args = ["serve", "--port", "0", "--trace-dir", str(self.trace_dir),
                 "--log-format", "json", *extra]
         for name, url in routes.items():
             args += ["--route", f"{name}={url}"]
-        super().__init__(workdir, args, "proxy")
+        super().__init__(workdir, args, "proxy", ready)
 
     def url(self, route: str = "") -> str:
         return f"http://127.0.0.1:{self.port}/{route}" if route else f"http://127.0.0.1:{self.port}"

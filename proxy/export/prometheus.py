@@ -1,0 +1,69 @@
+"""Request counters and timing histograms in the Prometheus text format, one registry per proxy.
+
+Updated once per finished record, on the store's thread (never per frame on the event loop), from
+diagnostics.views.measures; read by `GET /_streamtap/metrics` and the opt-in metrics-only
+listener. The registry is private: `streamtap.Proxy` may run several proxies in one process, and
+the global default registry would mix them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from streamtap.diagnostics.views.measures import (REQUEST_LABELS, TIMING_LABELS, LabelCap,
+                                                  measures)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Seconds. Headers and first events of LLM APIs take from tens of milliseconds to a minute; whole
+# streams up to many minutes; frame gaps from a millisecond to a stall.
+LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class PrometheusMetrics:
+    def __init__(self, label_values: int):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.cap = LabelCap(label_values)
+
+        def histogram(name: str, doc: str, buckets: tuple) -> Histogram:
+            return Histogram(name, doc, TIMING_LABELS, buckets=buckets, registry=self.registry)
+
+        self.requests = Counter(
+            "streamtap_requests", "Finished requests by route, provider, model and how they "
+            "ended (boundary none = completed)", REQUEST_LABELS, registry=self.registry)
+        self.time_to_headers = histogram(
+            "streamtap_time_to_headers_seconds", "From the request to the response headers",
+            LATENCY_BUCKETS)
+        self.time_to_first_event = histogram(
+            "streamtap_time_to_first_event_seconds", "From the request to the first stream event",
+            LATENCY_BUCKETS)
+        self.duration = histogram(
+            "streamtap_duration_seconds", "From the request to the end of the exchange",
+            DURATION_BUCKETS)
+        self.longest_silence = histogram(
+            "streamtap_longest_silence_seconds", "The longest time without a byte, per request",
+            GAP_BUCKETS)
+        self.frame_gap = histogram(
+            "streamtap_inter_frame_gap_seconds", "Time between consecutive frames of a stream",
+            GAP_BUCKETS)
+
+    def observe(self, record: dict) -> None:
+        """Count one finished record. Called on the store's thread."""
+        m = measures(record, self.cap)
+        self.requests.labels(**m.labels).inc()
+        labels = m.timing_labels
+        for histogram, value in ((self.time_to_headers, m.time_to_headers_s),
+                                 (self.time_to_first_event, m.time_to_first_event_s),
+                                 (self.duration, m.duration_s),
+                                 (self.longest_silence, m.longest_silence_s)):
+            if value is not None:
+                histogram.labels(**labels).observe(value)
+        if m.gaps_s:
+            gap = self.frame_gap.labels(**labels)
+            for value in m.gaps_s:
+                gap.observe(value)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
