@@ -35,11 +35,12 @@ def requests_by(text: str, model: str) -> dict[tuple[str, str, str], float]:
             for s in samples(text, "streamtap_requests_total") if s.labels["model"] == model}
 
 
-def chat(proxy, prefix: str, model: str, fault: str | None = None) -> None:
+def chat(proxy, prefix: str, model: str, fault: str | None = None, route: str = "fake") -> None:
+    """One streamed chat completion through the proxy with the official SDK, drained."""
     headers = {"x-streamtap-session": new_session()}
     if fault:
         headers["x-streamtap-fault"] = fault
-    client = openai.OpenAI(base_url=proxy.url("fake") + prefix + "/v1", api_key="sk-test",
+    client = openai.OpenAI(base_url=proxy.url(route) + prefix + "/v1", api_key="sk-test",
                            default_headers=headers, max_retries=0, timeout=10)
     try:
         list(client.chat.completions.create(model=model, messages=[], stream=True))
