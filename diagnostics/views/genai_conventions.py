@@ -70,6 +70,7 @@ LATEST = Vocabulary(
     metric_time_to_first_chunk="gen_ai.client.inference.time_to_first_chunk",
     metric_time_per_output_chunk="gen_ai.client.inference.time_per_output_chunk",
 )
+VOCABULARIES = {V1_41.name: V1_41, LATEST.name: LATEST}
 USAGE_ATTRIBUTES = V1_41.usage_attributes  # the default's, for readers that need no switch
 
 # The transition switch the conventions define: a comma-separated list of opt-in names.

@@ -205,7 +205,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
         _exit_now(0)
     try:
         exporter = make_exporter(config.export.otlp, log,
-                                 {name: route.url for name, route in config.routes.items()})
+                                 {name: route.url for name, route in config.routes.items()},
+                                 label_values=config.metrics_label_values)
     except ExportUnavailable as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         store.close()
