@@ -10,6 +10,7 @@ import pytest
 
 from tests.fakeprovider import Scenario
 from tests.prometheusproc import PrometheusProcess
+from tests.readme import code_blocks
 from tests.proxyproc import ProxyProcess
 from tests.streams import chat_text_stream
 from tests.test_metrics import chat, scrape_until
@@ -24,6 +25,11 @@ def prometheus_binary() -> str:
                         "package; the metrics end-to-end proof needs it in CI")
         pytest.skip("prometheus is not on PATH (apt-get install prometheus to run this test)")
     return binary
+
+
+def readme_queries() -> list[str]:
+    """The PromQL README's "Metrics" section shows, verbatim."""
+    return code_blocks("Metrics", "promql")[0].splitlines()
 
 
 def by(result: list[dict], label: str) -> dict[str, float]:
@@ -50,16 +56,12 @@ def test_promql_answers_match_the_traffic_sent(fake, tmp_path, prometheus_binary
                                     lambda r: r and float(r[0]["value"][1]) == len(sent))
         assert total and float(total[0]["value"][1]) == len(sent), (
             total, prometheus.targets(), prometheus.log()[-2000:])
-        assert by(prometheus.query("sum by (boundary) (streamtap_requests_total)"),
-                  "boundary") == {"none": 4, "provider_close": 2, "transport": 1, "injected": 1}
+        by_boundary, close_share, failed = readme_queries()
+        assert by(prometheus.query(by_boundary), "boundary") == \
+            {"none": 4, "provider_close": 2, "transport": 1, "injected": 1}
         # The share of streams each route's provider closed without the terminal event.
-        closes = by(prometheus.query(
-            'sum by (route) (streamtap_requests_total{boundary="provider_close"}) '
-            "/ sum by (route) (streamtap_requests_total)"), "route")
-        assert closes == {"gw-a": 2 / 5}
-        failed = by(prometheus.query('sum by (route) (streamtap_requests_total{outcome="failed"})'),
-                    "route")
-        assert failed == {"gw-a": 2, "gw-b": 2}
+        assert by(prometheus.query(close_share), "route") == {"gw-a": 2 / 5}
+        assert by(prometheus.query(failed), "route") == {"gw-a": 2, "gw-b": 2}
         assert by(prometheus.query("sum(streamtap_duration_seconds_count)"), "") == \
             {"": len(sent)}
         slow = prometheus.query(

@@ -24,6 +24,7 @@ from streamtap.proxy.serve.refusals import ProxyRunner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route, parse_listen
 from streamtap.proxy.serve.metrics import METRICS_PATH, metrics_only_app
 from streamtap.proxy.logs import configure_logging
+from streamtap.diagnostics.views.genai_conventions import SEMCONV_OPT_IN_VARIABLE, V1_41
 from streamtap.proxy.export.otlp import ExportUnavailable, make_exporter
 from streamtap.proxy.store import TraceStore
 
@@ -93,6 +94,12 @@ def banner(config: Config, port: int, trace_problem: str | None = None,
         parts = urlsplit(config.export.otlp.url)  # no user:password, no query: they may be keys
         lines.append(f"otlp: every record also goes as a span to {parts.scheme}://"
                      f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}")
+        if config.export.otlp.metrics_url:
+            lines.append(f"otlp: metrics too, every {config.export.otlp.metrics_interval_ms} ms, "
+                         "to /v1/metrics beside it")
+        if config.export.otlp.semconv != V1_41.name:
+            lines.append(f"otlp: GenAI names of the semantic-conventions-genai repository "
+                         f"({SEMCONV_OPT_IN_VARIABLE}={config.export.otlp.semconv})")
     if metrics_port is not None:
         metrics_host = parse_listen("metrics_listen", config.metrics_listen)[0]
         metrics_host = metrics_host if ":" not in metrics_host else f"[{metrics_host}]"
