@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.phoenixproc import free_port
+from tests.phoenixproc import free_port, wait_until_up
 
 START_TIMEOUT_S = 60
 SCRAPE_INTERVAL = "1s"
@@ -37,20 +37,7 @@ class PrometheusProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.process.returncode}:\n"
-                                   f"{self.log()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/-/ready", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"prometheus was not ready within {START_TIMEOUT_S} s:\n"
-                           f"{self.log()[-3000:]}")
+        wait_until_up(self, "prometheus", self.url + "/-/ready", START_TIMEOUT_S, 0.2)
 
     def query(self, promql: str) -> list[dict]:
         """An instant query's result vector: [{"metric": {labels}, "value": [time, "text"]}]."""

@@ -14,23 +14,13 @@ from __future__ import annotations
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.measures import LabelCap, Measures, measures
 from streamtap.proxy.config import OtlpExport
-from streamtap.proxy.export.prometheus import DURATION_BUCKETS, GAP_BUCKETS, LATENCY_BUCKETS
+from streamtap.proxy.export.prometheus import FRAME_GAP, TIMINGS
 
 # The buckets the GenAI conventions recommend (gen-ai-metrics.md): durations, and chunk intervals.
 GEN_AI_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
                            20.48, 40.96, 81.92)
 GEN_AI_CHUNK_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
-STREAMTAP_HISTOGRAMS = (  # (name, Measures field, buckets, description)
-    ("streamtap.time_to_headers", "time_to_headers_s", LATENCY_BUCKETS,
-     "From the request to the response headers"),
-    ("streamtap.time_to_first_event", "time_to_first_event_s", LATENCY_BUCKETS,
-     "From the request to the first stream event"),
-    ("streamtap.duration", "duration_s", DURATION_BUCKETS,
-     "From the request to the end of the exchange"),
-    ("streamtap.longest_silence", "longest_silence_s", GAP_BUCKETS,
-     "The longest time without a byte, per request"),
-)
-INTER_FRAME_GAP = "streamtap.inter_frame_gap"
+INTER_FRAME_GAP = f"streamtap.{FRAME_GAP[0]}"
 
 
 class OtlpMetrics:
@@ -50,8 +40,8 @@ class OtlpMetrics:
         reader = PeriodicExportingMetricReader(exporter,
                                                export_interval_millis=settings.metrics_interval_ms)
         v = self.vocabulary
-        buckets = {name: bounds for name, _, bounds, _ in STREAMTAP_HISTOGRAMS}
-        buckets |= {INTER_FRAME_GAP: GAP_BUCKETS, v.metric_duration: GEN_AI_DURATION_BUCKETS,
+        buckets = {f"streamtap.{name}": bounds for name, _, bounds, _ in TIMINGS}
+        buckets |= {INTER_FRAME_GAP: FRAME_GAP[1], v.metric_duration: GEN_AI_DURATION_BUCKETS,
                     v.metric_time_to_first_chunk: GEN_AI_DURATION_BUCKETS,
                     v.metric_time_per_output_chunk: GEN_AI_CHUNK_BUCKETS}
         views = [View(instrument_name=name,
@@ -62,10 +52,9 @@ class OtlpMetrics:
         meter = self.provider.get_meter("streamtap", schema_url=sc.SCHEMA_URL)
         self.requests = meter.create_counter("streamtap.requests", "{request}",
                                              "Finished requests by how they ended")
-        self.histograms = [(meter.create_histogram(name, "s", doc), field)
-                           for name, field, _, doc in STREAMTAP_HISTOGRAMS]
-        self.gap = meter.create_histogram(INTER_FRAME_GAP, "s",
-                                          "Time between consecutive frames of a stream")
+        self.histograms = [(meter.create_histogram(f"streamtap.{name}", "s", doc), field)
+                           for name, field, _, doc in TIMINGS]
+        self.gap = meter.create_histogram(INTER_FRAME_GAP, "s", FRAME_GAP[2])
         self.duration = meter.create_histogram(v.metric_duration, "s", "GenAI operation duration")
         self.first_chunk = meter.create_histogram(v.metric_time_to_first_chunk, "s",
                                                   "Time to receive the first chunk")

@@ -20,6 +20,19 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 GAP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# The per-request timings, for this module and the OTLP one (proxy/export/otlp_metrics.py):
+# (name, Measures field, buckets, description). Prometheus calls one `streamtap_<name>_seconds`,
+# OTLP `streamtap.<name>` with unit s (which a collector turns into the same Prometheus name).
+TIMINGS = (
+    ("time_to_headers", "time_to_headers_s", LATENCY_BUCKETS,
+     "From the request to the response headers"),
+    ("time_to_first_event", "time_to_first_event_s", LATENCY_BUCKETS,
+     "From the request to the first stream event"),
+    ("duration", "duration_s", DURATION_BUCKETS, "From the request to the end of the exchange"),
+    ("longest_silence", "longest_silence_s", GAP_BUCKETS,
+     "The longest time without a byte, per request"),
+)
+FRAME_GAP = ("inter_frame_gap", GAP_BUCKETS, "Time between consecutive frames of a stream")
 
 
 class PrometheusMetrics:
@@ -27,37 +40,22 @@ class PrometheusMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.cap = LabelCap(label_values)
 
-        def histogram(name: str, doc: str, buckets: tuple) -> Histogram:
-            return Histogram(name, doc, TIMING_LABELS, buckets=buckets, registry=self.registry)
-
         self.requests = Counter(
             "streamtap_requests", "Finished requests by route, provider, model and how they "
             "ended (boundary none = completed)", REQUEST_LABELS, registry=self.registry)
-        self.time_to_headers = histogram(
-            "streamtap_time_to_headers_seconds", "From the request to the response headers",
-            LATENCY_BUCKETS)
-        self.time_to_first_event = histogram(
-            "streamtap_time_to_first_event_seconds", "From the request to the first stream event",
-            LATENCY_BUCKETS)
-        self.duration = histogram(
-            "streamtap_duration_seconds", "From the request to the end of the exchange",
-            DURATION_BUCKETS)
-        self.longest_silence = histogram(
-            "streamtap_longest_silence_seconds", "The longest time without a byte, per request",
-            GAP_BUCKETS)
-        self.frame_gap = histogram(
-            "streamtap_inter_frame_gap_seconds", "Time between consecutive frames of a stream",
-            GAP_BUCKETS)
+        self.timings = [(Histogram(f"streamtap_{name}_seconds", doc, TIMING_LABELS,
+                                   buckets=buckets, registry=self.registry), field)
+                        for name, field, buckets, doc in TIMINGS]
+        self.frame_gap = Histogram(f"streamtap_{FRAME_GAP[0]}_seconds", FRAME_GAP[2],
+                                   TIMING_LABELS, buckets=FRAME_GAP[1], registry=self.registry)
 
     def observe(self, record: dict) -> None:
         """Count one finished record. Called on the store's thread."""
         m = measures(record, self.cap)
         self.requests.labels(**m.labels).inc()
         labels = m.timing_labels
-        for histogram, value in ((self.time_to_headers, m.time_to_headers_s),
-                                 (self.time_to_first_event, m.time_to_first_event_s),
-                                 (self.duration, m.duration_s),
-                                 (self.longest_silence, m.longest_silence_s)):
+        for histogram, field in self.timings:
+            value = getattr(m, field)
             if value is not None:
                 histogram.labels(**labels).observe(value)
         if m.gaps_s:
