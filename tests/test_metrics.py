@@ -162,3 +162,31 @@ def test_the_metrics_only_listener_serves_a_remote_scraper_and_nothing_else(fake
             httpx.get(f"http://{address}:{exposed.port}/_streamtap/metrics", timeout=5)
     finally:
         exposed.stop()
+
+
+def test_the_batched_gap_histogram_writes_what_a_histogram_writes():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from streamtap.proxy.export.prometheus import GAP_BUCKETS, BatchHistogram
+
+    values = [0.0, 0.001, 0.0015, 0.01, 0.3, 2.5, 2.6, 59.0, 61.0, 1e9]
+    plain_registry, batch_registry = CollectorRegistry(), CollectorRegistry()
+    plain = Histogram("gap_seconds", "doc", ("route",), buckets=GAP_BUCKETS,
+                      registry=plain_registry)
+    batch = BatchHistogram("gap_seconds", "doc", ("route",), GAP_BUCKETS)
+    batch_registry.register(batch)
+    for route, chunk in (("a", values[:4]), ("a", values[4:]), ("b", values[2:5])):
+        for value in chunk:
+            plain.labels(route=route).observe(value)
+        batch.observe_many({"route": route}, chunk)
+
+    def kept(registry) -> list:
+        from prometheus_client.exposition import generate_latest
+
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in samples(
+            generate_latest(registry).decode(), "gap_seconds_bucket")
+            + samples(generate_latest(registry).decode(), "gap_seconds_count")
+            + samples(generate_latest(registry).decode(), "gap_seconds_sum"))
+
+    assert kept(batch_registry) == kept(plain_registry)
+    assert len(kept(batch_registry)) == 2 * (len(GAP_BUCKETS) + 1 + 2)
