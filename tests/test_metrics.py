@@ -190,3 +190,20 @@ def test_the_batched_gap_histogram_writes_what_a_histogram_writes():
 
     assert kept(batch_registry) == kept(plain_registry)
     assert len(kept(batch_registry)) == 2 * (len(GAP_BUCKETS) + 1 + 2)
+
+
+def test_a_trace_dir_that_cannot_be_written_still_counts_every_request(fake, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the trace dir should be")
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url}, trace_dir=blocker)
+    try:
+        model = f"m-{uuid.uuid4().hex[:8]}"
+        prefix = fake.add(Scenario(chat_text_stream(3)))
+        chat(proxy, prefix, model)
+        chat(proxy, prefix, model)
+        text = scrape_until(proxy.url("_streamtap/metrics"), model, 2)
+        assert requests_by(text, model) == {("none", "complete", "ok"): 2}
+        health = httpx.get(proxy.url("_streamtap/health"), timeout=5).json()
+        assert health["status"] == "degraded" and health["records_written"] == 0
+    finally:
+        proxy.stop()
