@@ -383,6 +383,14 @@ def validate(config: Config) -> Config:
     return config
 
 
+def check_layers(config: Config) -> Config:
+    """What only the final config (defaults, env, file and flags together) can be checked for."""
+    if config.export.otlp.metrics and not config.export.otlp.url:
+        raise ConfigError("export.otlp.metrics", "metrics go beside the spans: set `endpoint` "
+                                                 "(or --otlp-endpoint, or OTEL_EXPORTER_OTLP_ENDPOINT)")
+    return config
+
+
 def parse_listen(key: str, text: str) -> tuple[str, int]:
     """`HOST:PORT` (an IPv6 host in brackets: `[::1]:9464`) -> (host, port)."""
     host, sep, port = text.rpartition(":")

@@ -15,6 +15,7 @@ from streamtap.proxy.export.otlp import OtlpExporter
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
+from tests.test_otlp_config import serve_config
 from tests.test_otlp_export import LOG, settings, sink  # noqa: F401 - the sink fixture
 from tests.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
 
@@ -67,6 +68,23 @@ def test_both_vocabularies_are_pinned_with_their_source():
     with pytest.raises(ConfigError) as error:
         from_mapping({"export": {"otlp": {"semconv": "v2"}}})
     assert error.value.key == "export.otlp.semconv"
+
+
+def test_otlp_metrics_need_an_endpoint_and_go_beside_the_spans(monkeypatch, tmp_path):
+    with pytest.raises(ConfigError) as error:
+        serve_config(monkeypatch, tmp_path, "[export.otlp]\nmetrics = true\n")
+    assert error.value.key == "export.otlp.metrics" and "endpoint" in str(error.value)
+    flagged = serve_config(monkeypatch, tmp_path, "[export.otlp]\nmetrics = true\n",
+                           "--otlp-endpoint", "http://flag:4318")
+    assert flagged.metrics_url == "http://flag:4318/v1/metrics"
+    with pytest.raises(ConfigError) as error:
+        from_mapping({"export": {"otlp": {"metrics": "yes"}}})
+    assert "true or false" in str(error.value)
+    on = from_mapping({"export": {"otlp": {"metrics": True, "endpoint": "http://h:4318"}}})
+    assert on.export.otlp.metrics_url == "http://h:4318/v1/metrics"
+    full = from_mapping({"export": {"otlp": {"metrics": True,
+                                             "traces_endpoint": "http://h:4318/x/v1/traces"}}})
+    assert full.export.otlp.metrics_url == "http://h:4318/x/v1/metrics"
 
 
 def test_error_type_is_boundary_and_evidence_code_from_documented_lists():

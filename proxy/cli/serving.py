@@ -10,7 +10,8 @@ from dataclasses import replace
 from streamtap.diagnostics.decode.triggers import TRIGGER_HELP
 from streamtap.diagnostics.verdict.events import EVENT_KINDS
 from streamtap.proxy.config import (Config, ConfigError, Export, check_url, load_file,
-                                    otlp_from_env, parse_route_flag, validate)
+                                    otlp_from_env, parse_route_flag, validate,
+                                    check_layers)
 from streamtap.proxy.faults.rules import ACTIONS
 
 
@@ -94,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                                                               args.otlp_endpoint),
                        traces_endpoint="")
         config = replace(config, export=Export(otlp=otlp))
-    return validate(config)
+    return check_layers(validate(config))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
