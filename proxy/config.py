@@ -15,6 +15,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from streamtap.diagnostics.dialects import DIALECT_NAMES
+from streamtap.diagnostics.views.genai_conventions import (LATEST, SEMCONV_OPT_IN_VARIABLE, V1_41,
+                                                           vocabulary)
 
 from streamtap.proxy.faults.rules import FaultError, FaultRule, check_route_match, rule_from_mapping
 
@@ -79,6 +81,11 @@ class OtlpExport:
     project: str = ""  # resource attribute value naming the project/team ("" = none)
     project_attribute: str = "openinference.project.name"  # Phoenix files spans by this one
     frame_events: int = 200  # per-frame span events kept per span, head and tail
+    metrics: bool = False  # also the request counters and timing histograms, to /v1/metrics
+    metrics_interval_ms: int = 60_000  # how often metrics are sent (the SDK's default)
+    # Which version of the GenAI conventions names go by: "v1.41.0", or
+    # "gen_ai_latest_experimental" when OTEL_SEMCONV_STABILITY_OPT_IN lists it.
+    semconv: str = "v1.41.0"
 
     @property
     def url(self) -> str:
@@ -86,6 +93,16 @@ class OtlpExport:
         if self.traces_endpoint:
             return self.traces_endpoint
         return f"{self.endpoint}/v1/traces" if self.endpoint else ""
+
+    @property
+    def metrics_url(self) -> str:
+        """Where metrics go, or "" when they are off (the traces URL's sibling)."""
+        if not self.metrics or not self.url:
+            return ""
+        if self.endpoint and not self.traces_endpoint:
+            return f"{self.endpoint}/v1/metrics"
+        base = self.traces_endpoint.removesuffix("/v1/traces")
+        return f"{base}/v1/metrics"
 
 
 @dataclass(frozen=True)
@@ -115,6 +132,12 @@ class Config:
     watchdog: Watchdog = field(default_factory=Watchdog)
     faults: tuple[FaultRule, ...] = ()  # `[[faults]]` tables: rules armed from the start
     export: Export = field(default_factory=Export)  # `[export.otlp]`: spans to a trace backend
+    # -- metrics (GET /_streamtap/metrics, Prometheus text format, loopback only like all of
+    # /_streamtap/) --
+    # HOST:PORT of an extra listener that serves only GET /metrics, for a scraper on another host
+    # ("" = none). Read-only, but anyone who can reach it reads routes, models and failure counts.
+    metrics_listen: str = ""
+    metrics_label_values: int = 100  # distinct values kept per label (model, route...), then `other`
 
 
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -210,6 +233,9 @@ def _otlp(table: object, base: OtlpExport) -> OtlpExport:
             for name, text in value.items():
                 _expect(f"{where}.{name}", text, str, "a string")
             values[key] = tuple(value.items())
+        elif isinstance(getattr(base, key), bool):
+            _expect(where, value, bool, "true or false")
+            values[key] = value
         elif isinstance(getattr(base, key), int):
             values[key] = _non_negative(where, value)
         else:
@@ -272,6 +298,8 @@ def otlp_from_env(environ: dict[str, str], base: OtlpExport = OtlpExport()) -> O
             if not text.isdigit():
                 raise ConfigError(env, f"expected a whole number, got {text!r}")
             values[key] = int(text)
+    if vocabulary(environ.get(SEMCONV_OPT_IN_VARIABLE)) is LATEST:
+        values["semconv"] = LATEST.name
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         values["endpoint"] = values["traces_endpoint"] = ""
     return replace(base, **values)
@@ -342,10 +370,34 @@ def validate(config: Config) -> Config:
         raise ConfigError("export.otlp.protocol", f"only {', '.join(OTLP_PROTOCOLS)} is "
                                                   f"supported, got {otlp.protocol!r}; point it "
                                                   "at the backend's OTLP/HTTP port (often 4318)")
-    for key in ("batch_size", "queue_limit"):
+    for key in ("batch_size", "queue_limit", "metrics_interval_ms"):
         if getattr(otlp, key) < 1:
             raise ConfigError(f"export.otlp.{key}", "must be 1 or more")
+    if otlp.semconv not in (V1_41.name, LATEST.name):
+        raise ConfigError("export.otlp.semconv", f"expected {V1_41.name!r} or {LATEST.name!r}, "
+                                                 f"got {otlp.semconv!r}")
+    if config.metrics_listen:
+        parse_listen("metrics_listen", config.metrics_listen)
+    if config.metrics_label_values < 1:
+        raise ConfigError("metrics_label_values", "keep at least 1 value per label")
     return config
+
+
+def check_layers(config: Config) -> Config:
+    """What only the final config (defaults, env, file and flags together) can be checked for."""
+    if config.export.otlp.metrics and not config.export.otlp.url:
+        raise ConfigError("export.otlp.metrics", "metrics go beside the spans: set `endpoint` "
+                                                 "(or --otlp-endpoint, or OTEL_EXPORTER_OTLP_ENDPOINT)")
+    return config
+
+
+def parse_listen(key: str, text: str) -> tuple[str, int]:
+    """`HOST:PORT` (an IPv6 host in brackets: `[::1]:9464`) -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(key, f"expected HOST:PORT such as 0.0.0.0:9464, got {text!r}")
+    return host, int(port)
 
 
 def load_file(path: str | Path, base: Config = Config()) -> Config:

@@ -1,6 +1,6 @@
-"""A minimal OTLP/HTTP trace receiver for the export tests: a real HTTP server on loopback that
-decodes what the OpenTelemetry exporter sends (protobuf) and keeps it, and can be stopped and
-started again on the same port to play a backend that goes down and comes back."""
+"""A minimal OTLP/HTTP receiver for the export tests: a real HTTP server on loopback that decodes
+what the OpenTelemetry exporters send (protobuf traces and metrics) and keeps it, and can be stopped
+and started again on the same port to play a backend that goes down and comes back."""
 
 from __future__ import annotations
 
@@ -8,13 +8,21 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest, ExportTraceServiceResponse)
+
+# path -> (request message, reply message, the list of the sink's that keeps what arrived)
+SIGNALS = {"/v1/traces": (ExportTraceServiceRequest, ExportTraceServiceResponse, "requests"),
+           "/v1/metrics": (ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+                           "metric_requests")}
 
 
 class OtlpSink:
     def __init__(self, port: int = 0):
         self.requests: list[dict] = []  # each export request as a dict (protobuf JSON mapping)
+        self.metric_requests: list[dict] = []  # the same for metrics
         self.headers: list[dict[str, str]] = []
         self.raw: list[bytes] = []
         self._server: ThreadingHTTPServer | None = None
@@ -31,18 +39,20 @@ class OtlpSink:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                if self.path != "/v1/traces":
+                if self.path not in SIGNALS:
                     self.send_response(404)
                     self.end_headers()
                     return
-                request = ExportTraceServiceRequest()
+                request_class, reply_class, kept = SIGNALS[self.path]
+                request = request_class()
                 request.ParseFromString(body)
                 with sink.received:
-                    sink.raw.append(body)
-                    sink.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    sink.requests.append(MessageToDict(request))
+                    if kept == "requests":
+                        sink.raw.append(body)
+                        sink.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    getattr(sink, kept).append(MessageToDict(request))
                     sink.received.notify_all()
-                reply = ExportTraceServiceResponse().SerializeToString()
+                reply = reply_class().SerializeToString()
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", str(len(reply)))
@@ -83,6 +93,22 @@ class OtlpSink:
         spans = self.spans()
         assert len(spans) >= count, f"expected {count} spans, got {len(spans)}"
         return spans
+
+    def metrics(self) -> dict[str, list[dict]]:
+        """Every metric received so far: name -> its data points (each with `attrs`), and the
+        unit under the name `unit:NAME`."""
+        out: dict[str, list] = {}
+        with self.received:
+            for request in self.metric_requests:
+                for resource_metrics in request.get("resourceMetrics", []):
+                    for scope_metrics in resource_metrics.get("scopeMetrics", []):
+                        for metric in scope_metrics.get("metrics", []):
+                            data = metric.get("sum") or metric.get("histogram") or {}
+                            out.setdefault(metric["name"], []).extend(
+                                {**point, "attrs": attributes(point)}
+                                for point in data.get("dataPoints", []))
+                            out[f"unit:{metric['name']}"] = metric.get("unit")
+        return out
 
     def _count(self) -> list:
         return [span for request in self.requests for rs in request.get("resourceSpans", [])

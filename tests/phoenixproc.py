@@ -25,6 +25,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_up(server, name: str, url: str, timeout_s: float, every_s: float) -> float:
+    """Seconds until `url` answers 200; a server (with .process, .log(), .stop()) that exits or
+    stays silent past `timeout_s` is stopped and raised with the end of its log."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {server.process.returncode}:\n"
+                               f"{server.log()[-3000:]}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(every_s)
+    server.stop()
+    raise RuntimeError(f"{name} did not answer within {timeout_s} s:\n{server.log()[-3000:]}")
+
+
 class PhoenixProcess:
     def __init__(self, workdir: Path):
         self.workdir = workdir
@@ -48,20 +66,7 @@ class PhoenixProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def _wait_up(self) -> float:
-        started = time.monotonic()
-        while time.monotonic() - started < START_TIMEOUT_S:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"phoenix exited with {self.process.returncode}:\n"
-                                   f"{self.log()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return time.monotonic() - started
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"phoenix did not answer within {START_TIMEOUT_S} s:\n"
-                           f"{self.log()[-3000:]}")
+        return wait_until_up(self, "phoenix", self.url + "/healthz", START_TIMEOUT_S, 0.5)
 
     def spans(self, project: str) -> list[dict]:
         """Every span of a project, through Phoenix's REST API (following the cursor)."""

@@ -33,7 +33,7 @@ def test_a_page_posting_text_plain_arms_nothing(proxy):
     assert listed(proxy) == []
 
 
-@pytest.mark.parametrize("path", ["faults", "health", "nothing-here"])
+@pytest.mark.parametrize("path", ["faults", "health", "metrics", "nothing-here"])
 def test_a_foreign_host_is_refused_on_every_control_endpoint(proxy, path):
     response = httpx.get(proxy.url(f"_streamtap/{path}"), headers={"host": "evil.example"},
                          timeout=5)
@@ -88,7 +88,7 @@ def test_health_and_faults_answer_loopback_peers_only(fake, tmp_path, monkeypatc
     monkeypatch.setattr(proxyproc, "_LISTENING", re.compile(r"listening on http://0\.0\.0\.0:(\d+)"))
     exposed = ProxyProcess(tmp_path, {"fake": fake.url}, "--host", "0.0.0.0")
     try:
-        for path in ("health", "faults"):
+        for path in ("health", "faults", "metrics"):
             response = httpx.get(f"http://{address}:{exposed.port}/_streamtap/{path}", timeout=5)
             assert response.status_code == 403
             assert "loopback clients only" in response.json()["error"]["message"]

@@ -97,7 +97,8 @@ def _put(attributes: dict, key: str, value: object) -> None:
     attributes[key] = value
 
 
-def _attributes(record: dict, upstream_url: str | None) -> dict[str, AttributeValue]:
+def _attributes(record: dict, upstream_url: str | None,
+                vocabulary: sc.Vocabulary) -> dict[str, AttributeValue]:
     request = record.get("request") or {}
     response = record.get("response") or {}
     stream = record.get("stream") or {}
@@ -117,14 +118,12 @@ def _attributes(record: dict, upstream_url: str | None) -> dict[str, AttributeVa
     first_chunk = timeline.get("first_event")
     if first_chunk is not None and record.get("dialect") != "json":  # a whole body is no chunk
         put(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, round(first_chunk / 1000, 4))
-    for name, key in sc.USAGE_ATTRIBUTES.items():
+    for name, key in vocabulary.usage_attributes.items():
         put(key, (stream.get("usage") or {}).get(name))
     attributes.update(server_of(upstream_url))
     put(sc.HTTP_RESPONSE_STATUS_CODE, response.get("status"))
     evidence = outcome.get("evidence") or []
-    if outcome.get("ok") is False and outcome.get("boundary"):
-        put(sc.ERROR_TYPE, f"{outcome['boundary']}:{evidence[0]}" if evidence
-            else outcome["boundary"])
+    put(sc.ERROR_TYPE, error_type(outcome))
     put(sc.SESSION_ID, record.get("session_id"))
     put(sc.ST_SESSION_ID, record.get("session_id"))
     put(sc.ST_MESSAGE_ID, record.get("message_id"))
@@ -146,6 +145,21 @@ def _attributes(record: dict, upstream_url: str | None) -> dict[str, AttributeVa
     put(sc.ST_STREAM_BYTES, stream.get("bytes"))
     put(sc.ST_DOWNSTREAM_ENDED, (record.get("downstream") or {}).get("ended"))
     return attributes
+
+
+def error_type(outcome: dict) -> str | None:
+    """`error.type` of a failed stream, from the documented closed lists (genai_conventions);
+    None for a stream that did not fail."""
+    if outcome.get("ok") is not False:
+        return None
+    boundary = outcome.get("boundary")
+    if boundary not in sc.ERROR_TYPE_BOUNDARIES:
+        return sc.ERROR_TYPE_OTHER
+    evidence = outcome.get("evidence") or [None]
+    code = evidence[0]
+    if isinstance(code, str) and sc.ERROR_TYPE_CODE.fullmatch(code):
+        return f"{boundary}:{code}"
+    return boundary
 
 
 def finish_reasons(record: dict) -> list[str] | None:
@@ -174,9 +188,12 @@ def _frame_events(record: dict, start_ns: int, cap: int) -> tuple[list[SpanEvent
 
 
 def record_to_span(record: dict, *, upstream_url: str | None = None,
-                   frame_events: int = sc.FRAME_EVENTS_DEFAULT) -> SpanData:
+                   frame_events: int = sc.FRAME_EVENTS_DEFAULT,
+                   vocabulary: sc.Vocabulary = sc.V1_41) -> SpanData:
     """The span of one trace record. `upstream_url` is the route's provider URL (for
-    `server.address`/`server.port`; the record names the route, not its URL)."""
+    `server.address`/`server.port`; the record names the route, not its URL); `vocabulary` is
+    the version of the GenAI conventions the attribute names follow (the span's name is the same
+    in both: `{operation} {model}`)."""
     trace_id = record.get("trace_id")
     if not isinstance(trace_id, str) or not trace_id:
         raise SpanError("record has no trace_id")
@@ -184,7 +201,7 @@ def record_to_span(record: dict, *, upstream_url: str | None = None,
     timeline = record.get("timeline") or {}
     duration_ms = timeline.get("duration_ms") or 0.0
     end_ns = start_ns + int(duration_ms * 1_000_000)
-    attributes = _attributes(record, upstream_url)
+    attributes = _attributes(record, upstream_url, vocabulary)
     request = record.get("request") or {}
     model = request.get("model")
     name = f"{attributes[sc.GEN_AI_OPERATION_NAME]} {model}" if model else \

@@ -10,7 +10,8 @@ from dataclasses import replace
 from streamtap.diagnostics.decode.triggers import TRIGGER_HELP
 from streamtap.diagnostics.verdict.events import EVENT_KINDS
 from streamtap.proxy.config import (Config, ConfigError, Export, check_url, load_file,
-                                    otlp_from_env, parse_route_flag, validate)
+                                    otlp_from_env, parse_route_flag, validate,
+                                    check_layers)
 from streamtap.proxy.faults.rules import ACTIONS
 
 
@@ -59,6 +60,10 @@ def add_serve_command(commands) -> None:
     serve.add_argument("--otlp-endpoint", metavar="URL",
                        help="also send every record as an OpenTelemetry span to this OTLP/HTTP "
                             "base URL (/v1/traces is appended); needs streamtap[otel]")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="also serve GET /metrics (and nothing else) on this address, for a "
+                            "Prometheus on another host; anyone who can reach it reads routes, "
+                            "models and failure counts")
     serve.set_defaults(func=cmd_serve)
 
 
@@ -68,7 +73,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     config = load_file(args.config, base) if args.config else base
     flags = {name: getattr(args, name) for name in
              ("host", "port", "trace_dir", "session", "log_format", "capture_bodies",
-              "trace_header")
+              "trace_header", "metrics_listen")
              if getattr(args, name) is not None}
     config = replace(config, **flags)
     if args.route:
@@ -90,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                                                               args.otlp_endpoint),
                        traces_endpoint="")
         config = replace(config, export=Export(otlp=otlp))
-    return validate(config)
+    return check_layers(validate(config))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

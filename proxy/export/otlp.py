@@ -50,7 +50,7 @@ class OtlpExporter:
     """Batches records into spans on a background thread; see the module docstring."""
 
     def __init__(self, settings: OtlpExport, log, routes: Mapping[str, str] | None = None,
-                 span_exporter=None):
+                 span_exporter=None, label_values: int = 100, metric_exporter=None):
         (self._trace, exporter_class, resource_class, self._Event, self._ReadableSpan,
          result, scope_class, self._Status, self._StatusCode) = _sdk()
         self._success = result.SUCCESS
@@ -67,6 +67,12 @@ class OtlpExporter:
             attributes[settings.project_attribute] = settings.project
         self._resource = resource_class.create(attributes, schema_url=sc.SCHEMA_URL)
         self._scope = scope_class("streamtap", __version__, sc.SCHEMA_URL)
+        self.vocabulary = sc.VOCABULARIES[settings.semconv]
+        self.metrics = None  # streamtap.proxy.export.otlp_metrics.OtlpMetrics when metrics = true
+        if settings.metrics_url:
+            from streamtap.proxy.export.otlp_metrics import OtlpMetrics
+
+            self.metrics = OtlpMetrics(settings, self._resource, label_values, metric_exporter)
         self._queue: queue.Queue = queue.Queue(settings.queue_limit)
         self._lock = threading.Condition()  # guards the counters; flush() waits on it
         self._pending = 0  # offered, not yet exported or dropped
@@ -88,6 +94,12 @@ class OtlpExporter:
                 self._pending += 1
             except queue.Full:
                 self.dropped += 1
+        if self.metrics is not None:
+            try:  # aggregated in memory here; the SDK's own thread sends them
+                self.metrics.observe(record)
+            except Exception as exc:
+                self.log.error("otlp_metrics_failed", trace_id=record.get("trace_id"),
+                               error=f"{type(exc).__name__}: {exc}")
 
     def offer_waiting(self, record: dict, timeout: float) -> None:
         """Queue a record, waiting up to `timeout` for room (a backfill, not the proxy)."""
@@ -122,6 +134,8 @@ class OtlpExporter:
         except queue.Full:
             pass
         self._thread.join(max(deadline - time.monotonic(), 0.0))
+        if self.metrics is not None:
+            self.metrics.close()
         try:
             self._exporter.shutdown()
         except Exception:
@@ -154,7 +168,7 @@ class OtlpExporter:
             try:
                 spans.append(self.to_sdk(record_to_span(
                     record, upstream_url=self.routes.get(record.get("route") or ""),
-                    frame_events=self.settings.frame_events)))
+                    frame_events=self.settings.frame_events, vocabulary=self.vocabulary)))
             except (SpanError, KeyError, TypeError, ValueError) as exc:
                 with self._lock:
                     self.unmappable += 1
@@ -206,8 +220,9 @@ class OtlpExporter:
 
 
 def make_exporter(settings: OtlpExport, log, routes: Mapping[str, str],
-                  factory: Callable[..., OtlpExporter] = OtlpExporter) -> OtlpExporter | None:
+                  factory: Callable[..., OtlpExporter] = OtlpExporter,
+                  label_values: int = 100) -> OtlpExporter | None:
     """An exporter when an endpoint is configured, else None. Raises ExportUnavailable."""
     if not settings.url:
         return None
-    return factory(settings, log, routes)
+    return factory(settings, log, routes, label_values=label_values)

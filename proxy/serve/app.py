@@ -15,6 +15,8 @@ from aiohttp import web
 from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.serve.guard import guarded
+from streamtap.proxy.serve.metrics import metrics_handler
+from streamtap.proxy.export.prometheus import PrometheusMetrics
 from streamtap.proxy.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
@@ -44,6 +46,7 @@ class Proxy:
         self.faults = FaultBook([replace(rule) for rule in config.faults],
                                 routes=config.routes)
         self.feed = None  # the read-out feed (tail, the live page), set by build_app
+        self.metrics = PrometheusMetrics(config.metrics_label_values)  # this proxy's registry
 
     def warn_repeated_prefix(self, route, rest: str) -> None:
         """Once per route: every request through it would repeat the warning."""
@@ -70,6 +73,10 @@ class Proxy:
         outcome = record.get("outcome") or {}
         level = self.log.info if outcome.get("ok") else self.log.warning
         level("request", **canonical_fields(record, str(path) if path is not None else None))
+        try:  # counted whether or not the record could be written: a broken trace dir is no reason
+            self.metrics.observe(record)
+        except Exception:  # a bug here must cost the metrics, never the log line or the feed
+            self.log.exception("metrics_observe_failed", trace_id=record.get("trace_id"))
 
 
 def _trace_config() -> aiohttp.TraceConfig:
@@ -161,6 +168,7 @@ def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Appl
     app.on_shutdown.append(finish_inflight)
     # Every /_streamtap/ endpoint sits behind the one guard (proxy/serve/guard.py).
     app.router.add_get(CONTROL_PREFIX + "health", guarded(handle_health))
+    app.router.add_get(CONTROL_PREFIX + "metrics", guarded(metrics_handler(proxy.metrics)))
     add_control_routes(app, CONTROL_PREFIX, lambda request: request.app[PROXY_KEY].faults)
     proxy.feed = add_readout_routes(app, guarded, trace_dir=config.trace_dir)
     app.router.add_route("*", CONTROL_PREFIX + "{tail:.*}", guarded(handle_control_unknown))

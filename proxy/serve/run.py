@@ -21,9 +21,11 @@ from aiohttp import web
 from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.refusals import ProxyRunner
-from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route
+from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route, parse_listen
 from streamtap.proxy.route_typos import typo_warnings
+from streamtap.proxy.serve.metrics import METRICS_PATH, metrics_only_app
 from streamtap.proxy.logs import configure_logging
+from streamtap.diagnostics.views.genai_conventions import SEMCONV_OPT_IN_VARIABLE, V1_41
 from streamtap.proxy.export.otlp import ExportUnavailable, make_exporter
 from streamtap.proxy.store import TraceStore
 
@@ -75,7 +77,8 @@ def fault_lines(rules) -> list[str]:
     return lines
 
 
-def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
+def banner(config: Config, port: int, trace_problem: str | None = None,
+           metrics_port: int | None = None) -> str:
     host = config.host if ":" not in config.host else f"[{config.host}]"
     lines = [f"streamtap {__version__} listening on http://{host}:{port}",
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
@@ -93,6 +96,18 @@ def banner(config: Config, port: int, trace_problem: str | None = None) -> str:
         parts = urlsplit(config.export.otlp.url)  # no user:password, no query: they may be keys
         lines.append(f"otlp: every record also goes as a span to {parts.scheme}://"
                      f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}")
+        if config.export.otlp.metrics_url:
+            lines.append(f"otlp: metrics too, every {config.export.otlp.metrics_interval_ms} ms, "
+                         "to /v1/metrics beside it")
+        if config.export.otlp.semconv != V1_41.name:
+            lines.append(f"otlp: GenAI names of the semantic-conventions-genai repository "
+                         f"({SEMCONV_OPT_IN_VARIABLE}={config.export.otlp.semconv})")
+    if metrics_port is not None:
+        metrics_host = parse_listen("metrics_listen", config.metrics_listen)[0]
+        metrics_host = metrics_host if ":" not in metrics_host else f"[{metrics_host}]"
+        lines.append(f"metrics: http://{metrics_host}:{metrics_port}{METRICS_PATH} serves the "
+                     "metrics and nothing else; anyone who can reach it reads the routes, models "
+                     "and failure counts (no traces, no keys)")
     if config.capture_bodies:
         lines.append("WARNING: --capture-bodies is on: raw request and response bodies (prompts, "
                      "outputs, tool arguments) are written next to each trace record.")
@@ -154,14 +169,15 @@ def _exit_now(status: int) -> None:
     os._exit(status)
 
 
-async def listen(runner: web.AppRunner, host: str, port: int) -> int | None:
+async def listen(runner: web.AppRunner, host: str, port: int,
+                 flag: str = "--port") -> int | None:
     """Start listening; return the bound port, or None (said on stderr) if the port is taken."""
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     try:
         await site.start()
     except OSError as exc:
         print(f"streamtap: cannot listen on {host}:{port}: {exc.strerror or exc} "
-              "(choose another with --port)", file=sys.stderr)
+              f"(choose another with {flag})", file=sys.stderr)
         return None
     return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -198,7 +214,8 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
         _exit_now(0)
     try:
         exporter = make_exporter(config.export.otlp, log,
-                                 {name: route.url for name, route in config.routes.items()})
+                                 {name: route.url for name, route in config.routes.items()},
+                                 label_values=config.metrics_label_values)
     except ExportUnavailable as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         store.close()
@@ -208,21 +225,34 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     await runner.setup()
     stop = stop_on_signals(exit_now)
     port = await listen(runner, config.host, config.port)
+    metrics_runner = metrics_port = None
+    if port is not None and config.metrics_listen:
+        metrics_runner = web.AppRunner(metrics_only_app(app[PROXY_KEY].metrics), access_log=None)
+        await metrics_runner.setup()
+        metrics_port = await listen(metrics_runner,
+                                    *parse_listen("--metrics-listen", config.metrics_listen),
+                                    flag="--metrics-listen")
+        if metrics_port is None:
+            port = None
     if port is None:
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         await runner.cleanup()
         store.close()
         if exporter is not None:
             exporter.close()
         return 1
     if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
-        print(banner(config, port, problem), file=sys.stderr, flush=True)
+        print(banner(config, port, problem, metrics_port), file=sys.stderr, flush=True)
         print(ready_line(config.host, port), flush=True)
     else:
-        print(banner(config, port, problem), flush=True)
+        print(banner(config, port, problem, metrics_port), flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
+    if metrics_runner is not None:
+        await metrics_runner.cleanup()
     await runner.cleanup()
     store.close()
     if exporter is not None:  # after the store: its last records are offered on the way out
