@@ -178,6 +178,17 @@ class RequestEchoes:
                      complete: bool, kept: Iterable[str] = ()) -> "RequestEchoes":
         return cls(credential_values(headers, query), body, complete, kept)
 
+    def release_body(self) -> None:
+        """No message will need checking (the caller knows): hold the body no longer. Should one
+        come after all, it is dropped as unchecked, never kept unchecked."""
+        if not self._checked:
+            self._checked = True
+            self._body = None
+
+    @property
+    def holds_body(self) -> bool:
+        return self._body is not None
+
     @property
     def too_large(self) -> bool:
         """The body could not be checked: messages from upstream are dropped, not kept."""

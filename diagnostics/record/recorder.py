@@ -153,6 +153,15 @@ class Recorder:
             for key, value in keys_from_tail(tail).items():
                 self.request.setdefault(key, value)
 
+    def on_exchange_end(self) -> None:
+        """The proxy is done; the record is finished later, on the store's thread. A stream that
+        reached its terminal event with no error can bring no message to check against the
+        request: its body is let go now, so records waiting for the disk hold no request bodies."""
+        response, state = self.response, self.state
+        if response is None or (response["status"] < 400 and self._body is None
+                                and not state.errors and state.terminal is not None):
+            self.echoes.release_body()
+
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""
         if self.marks.get(name) is None:

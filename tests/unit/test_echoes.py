@@ -133,3 +133,27 @@ def test_a_body_too_large_to_check_drops_the_message_and_says_so():
 def test_a_body_that_is_not_json_is_looked_up_as_text():
     echoes = RequestEchoes(body=b"plain prompt text here")
     assert echoes.clean("you sent plain prompt text") == f"you sent {ECHO}"
+
+
+def test_a_stream_that_ended_well_lets_the_request_body_go_before_the_record_waits():
+    """Records wait in the store's queue when the disk is slow: a finished exchange that can
+    bring no message to check holds no request body there; one that can, still does."""
+    def exchange(status: int, answer: list[bytes]) -> Recorder:
+        recorder = Recorder(trace_id="t", session_id="s", message_id=None, started_at="now",
+                            route="openai", provider="openai")
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": PROMPT}]})
+        recorder.on_request("POST", "/v1/chat/completions", [], body.encode())
+        kind = "application/json" if status >= 400 else "text/event-stream"
+        recorder.on_response(status, [("content-type", kind)], 1.0)
+        for chunk in answer:
+            recorder.feed(chunk, 2.0)
+        recorder.on_exchange_end()
+        return recorder
+
+    done = exchange(200, [sse({"choices": [{"index": 0, "delta": {"content": "hi"},
+                                            "finish_reason": "stop"}]}), b"data: [DONE]\n\n"])
+    assert not done.echoes.holds_body
+    failed = exchange(400, http_error(f"bad input: {PROMPT}"))
+    assert failed.echoes.holds_body
+    record = failed.finish(Ending(upstream="complete", upstream_end_ms=3.0), 3.0)
+    assert record["error"]["error_message"] == f"bad input: {ECHO}"
