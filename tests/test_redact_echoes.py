@@ -18,13 +18,15 @@ import os
 import random
 import string
 
+import anthropic
 import httpx
+import openai
 import pytest
 
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess
 from tests.streams import sse
-from tests.clients import all_files, log_events
+from tests.clients import all_files, find_record, log_events
 
 SEED = int(os.environ.get("STREAMTAP_ECHO_SEED", "2101"))  # a failure names its seed
 SESSION = "echo-fuzz"
@@ -280,3 +282,41 @@ def test_no_request_canary_reaches_the_record_index_or_log(fake, echo_proxy):
     whole = [value for facts in sent.values() for value in facts["canaries"].values()
              if value.encode() in everything]
     assert whole == []
+
+
+def test_real_sdks_get_the_echo_and_the_record_does_not(fake, echo_proxy):
+    """The official SDKs see the provider's message as sent (the proxy touches no byte); the
+    record keeps its words and not the echoed prompt, system text or key."""
+    rng = random.Random(SEED + 1)
+    key, prompt, system = random_core(rng, 10, 14), canary(rng, False), canary(rng, False)
+    message = f"Invalid value for messages: {prompt} is not a valid input for key {key}"
+    prefix = fake.add(_status(_openai_body(message)))
+    client = openai.OpenAI(base_url=echo_proxy.url("fake") + prefix + "/v1", api_key=key,
+                           max_retries=0, timeout=10,
+                           default_headers={"x-streamtap-session": "echo-sdk",
+                                            "x-streamtap-message": "m-openai"})
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}])
+    assert message in str(raised.value)
+
+    event = {"type": "error", "error": {"type": "overloaded_error",
+                                        "message": f"Overloaded while reading {system}"}}
+    prefix = fake.add(Scenario([sse(event, "error")]))
+    client = anthropic.Anthropic(base_url=echo_proxy.url("fake") + prefix, api_key=key,
+                                 max_retries=0, timeout=10,
+                                 default_headers={"x-streamtap-session": "echo-sdk",
+                                                  "x-streamtap-message": "m-anthropic"})
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        with client.messages.stream(model=MODEL, max_tokens=16, system=system,
+                                    messages=[{"role": "user", "content": "hi"}]) as stream:
+            list(stream.text_stream)
+    assert system in str(raised.value)
+
+    _, chat = find_record(echo_proxy.trace_dir, "m-openai", "echo-sdk")
+    _, messages = find_record(echo_proxy.trace_dir, "m-anthropic", "echo-sdk")
+    assert chat["error"]["error_message"] == (
+        "Invalid value for messages: [echo] is not a valid input for key [REDACTED]")
+    assert messages["stream"]["errors"][0]["message"] == "Overloaded while reading [echo]"
+    everything = b"".join(path.read_bytes() for path in all_files(echo_proxy.trace_dir))
+    everything += echo_proxy.log().encode()
+    assert [value for value in (key, prompt, system) if value.encode() in everything] == []

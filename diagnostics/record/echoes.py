@@ -96,8 +96,9 @@ API_KEYS = frozenset({
     "candidateCount", "responseMimeType", "responseSchema", "safetySettings", "category",
     "threshold", "systemInstruction", "toolConfig", "functionCallingConfig", "mode",
     "allowedFunctionNames", "options", "num_predict", "num_ctx", "format", "keep_alive", "think",
-    "images", "input_schema", "properties", "required", "items", "enum", "additionalProperties", "anyOf", "oneOf",
-    "allOf", "$defs", "definitions", "$ref", "default", "title", "minimum", "maximum",
+    "images", "input_schema", "properties", "required", "items", "enum", "additionalProperties",
+    "anyOf", "oneOf", "allOf", "$defs", "definitions", "$ref", "default", "title", "minimum",
+    "maximum",
 })
 # Keys whose value names a kind (`"role": "assistant"`, `"type": "tool_result"`): such a value is
 # the API's word when it is a short identifier, and the record keeps those kinds anyway.
@@ -164,8 +165,7 @@ class RequestEchoes:
     def __init__(self, credentials: Iterable[str] = (), body: bytes = b"",
                  complete: bool = True, kept: Iterable[str] = ()):
         self.credentials = [value for value in credentials if len(value) >= MIN_CREDENTIAL]
-        self._body = body if complete else None
-        self._complete = complete
+        self._body = body if complete else None  # a streamed body was never held whole
         # Values the record keeps from the request anyway (the model, tool names): a message that
         # names them says nothing new, so they stay readable.
         self.kept = sorted({value for value in kept if value and len(value) >= MIN_RUN},
@@ -269,8 +269,8 @@ def remove_credentials_everywhere(value: object, echoes: RequestEchoes) -> objec
     if isinstance(value, str):
         return echoes.remove_credentials(value)
     if isinstance(value, dict):
-        return {remove_credentials_everywhere(key, echoes): remove_credentials_everywhere(item, echoes)
-                for key, item in value.items()}
+        return {remove_credentials_everywhere(key, echoes):
+                remove_credentials_everywhere(item, echoes) for key, item in value.items()}
     if isinstance(value, list):
         return [remove_credentials_everywhere(item, echoes) for item in value]
     return value
