@@ -320,3 +320,26 @@ def test_real_sdks_get_the_echo_and_the_record_does_not(fake, echo_proxy):
     everything = b"".join(path.read_bytes() for path in all_files(echo_proxy.trace_dir))
     everything += echo_proxy.log().encode()
     assert [value for value in (key, prompt, system) if value.encode() in everything] == []
+
+
+def test_a_request_too_large_to_check_keeps_type_and_code_and_says_why(fake, echo_proxy):
+    """Over 1 MiB of request text the echo check does not run: the message is not kept."""
+    rng = random.Random(SEED + 2)
+    prompt = canary(rng, False)
+    filler = "lorem ipsum " * (1024 * 1024 // 12 + 100)  # past the check's 1 MiB budget
+    body = json.dumps({"model": MODEL, "stream": True,
+                       "messages": [{"role": "user", "content": filler + prompt}]}).encode()
+    prefix = fake.add(_status(json.dumps({"error": {
+        "message": f"Could not read {prompt}", "type": "invalid_request_error",
+        "code": "bad_input"}}).encode()))
+    response = httpx.post(echo_proxy.url("fake") + prefix + "/v1/chat/completions", content=body,
+                          headers={"content-type": "application/json",
+                                   "x-streamtap-session": "echo-large",
+                                   "x-streamtap-message": "m-large"}, timeout=10)
+    assert response.status_code == 400 and prompt in response.text
+    _, record = find_record(echo_proxy.trace_dir, "m-large", "echo-large")
+    error = record["error"]
+    assert (error["error_type"], error["error_code"]) == ("invalid_request_error", "bad_input")
+    assert error["error_message"] is None
+    assert error["message_dropped"] == "request_too_large_to_check"
+    assert prompt.encode() not in b"".join(p.read_bytes() for p in all_files(echo_proxy.trace_dir))
