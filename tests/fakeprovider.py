@@ -120,7 +120,8 @@ class FakeProvider:
         def run() -> None:
             loop = asyncio.new_event_loop()
             self._loop = loop
-            app = web.Application()
+            # Bodies as large as streamtap forwards by default (aiohttp's own limit is 1 MiB).
+            app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_route("*", "/s/{name}/{rest:.*}", self._handle)
             app.router.add_route("*", "/s/{name}", self._handle)
             self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)

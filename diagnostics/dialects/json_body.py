@@ -62,7 +62,8 @@ class JsonBody(Dialect):
 
 def provider_error_summary(fields: dict | None) -> dict:
     """The record's `error_type`/`error_code`/`error_message` from error fields: tokens, and a
-    message cut to one short sentence without quoted spans or keys (see record/messages.py)."""
+    message cut to one short sentence without quoted spans or keys (see record/messages.py). The
+    recorder settles the message again at the end, checked against the request's own values."""
     if not fields:
         return {}
     return {

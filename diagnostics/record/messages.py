@@ -1,5 +1,6 @@
-"""A provider's error message, cut down to what can be recorded: one short sentence with quoted
-spans and key-like strings removed.
+"""A provider's error message, cut down to what can be recorded: the request's credentials and any
+run the provider echoed from the request removed by value (record/echoes.py), then one short
+sentence with quoted spans and key-like strings removed (the pattern layer, below).
 
 Provider messages echo input: a 401 quotes the key, in part (`sk-proj-****wuv6`, `****wuv6`),
 and a 400 quotes the offending part of the request (the prompt, a tool argument). The `type` and
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import re
 
+from streamtap.diagnostics.record.echoes import MESSAGE_DROPPED, RequestEchoes
 from streamtap.diagnostics.record.secrets import REDACTED, scrub
 
 MAX_MESSAGE = 120  # "a short sentence"
+MAX_MESSAGE_INPUT = 4096  # of a provider's message, the part read at all
 QUOTED = "[quoted]"
 
 # Quoted spans: double quotes, backticks, typographic quotes, and single quotes that open at a
@@ -34,7 +37,7 @@ def provider_message(text: object) -> str | None:
     """The recordable part of a provider's error message, or None when nothing is left."""
     if not isinstance(text, str) or not text.strip():
         return None
-    text = _CONTROL.sub(" ", text[:4096])
+    text = _CONTROL.sub(" ", text[:MAX_MESSAGE_INPUT])
     text = _QUOTED.sub(QUOTED, text)
     text = _MASKED.sub(REDACTED, text)
     text = _NAMED_KEY_ANY_LENGTH.sub(lambda match: match.group("name") + REDACTED, text)
@@ -44,3 +47,24 @@ def provider_message(text: object) -> str | None:
         cut = text[:MAX_MESSAGE].rsplit(" ", 1)[0]
         text = cut + " …"
     return text or None
+
+
+def settle_messages(slots: list[tuple[dict, str, object]], echoes: RequestEchoes) -> None:
+    """Write each provider message into its slot (`entry[key]`), both layers applied: the by-value
+    one first, so the pattern layer's cuts cannot leave an echo's head behind. When the request
+    was too large to check, a message is not kept at all and the entry says why."""
+    if not slots:
+        return
+    texts = [raw[:MAX_MESSAGE_INPUT] if isinstance(raw, str) else None for _, _, raw in slots]
+    if not any(text and text.strip() for text in texts):
+        for entry, key, _ in slots:
+            entry[key] = None
+        return
+    if echoes.too_large:
+        for (entry, key, _), text in zip(slots, texts):
+            entry[key] = None
+            if provider_message(text) is not None:
+                entry["message_dropped"] = MESSAGE_DROPPED  # a fixed code, not request text
+        return
+    for (entry, key, _), text in zip(slots, echoes.clean_all(texts)):
+        entry[key] = provider_message(text)

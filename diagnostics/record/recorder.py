@@ -18,6 +18,8 @@ from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
                                                   field_line_error, frame_decoder)
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
+from streamtap.diagnostics.record.echoes import RequestEchoes, remove_credentials_everywhere
+from streamtap.diagnostics.record.messages import settle_messages
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
 from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
                      query_keys, redact_path)
@@ -30,6 +32,14 @@ from streamtap.diagnostics.verdict.stream import StreamState, token
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
                   "upstream_end", "downstream_end")
+
+# Record fields the credential sweep at the end of `Recorder.finish` leaves alone: streamtap's own
+# values and the configuration's names (route, dialect), which may share a placeholder key's word
+# (`ollama`); the session and message ids, the user's labels kept as given (README); the frames,
+# numbers and event kinds.
+NO_REQUEST_TEXT = frozenset({"schema_version", "trace_id", "session_id", "message_id",
+                             "started_at", "route", "provider", "dialect", "dialect_source",
+                             "frames"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,8 @@ class Recorder:
         self.marks: dict[str, float | None] = dict.fromkeys(TIMELINE_MARKS)
         self.marks["request_received"] = 0.0
         self.request: dict = {}
+        # The request's credentials and body, to remove what the answer quotes back of them.
+        self.echoes = RequestEchoes()
         self._real_path = ""
         self._partial_json = False  # a streamed JSON request body: its tail may name the model
         self.response: dict | None = None
@@ -112,6 +124,7 @@ class Recorder:
         """`body` is the whole request body, or (`complete` False) the first bytes of one too
         large to hold: it is streamed upstream and `on_request_body_end` tells its end."""
         path, _, query = raw_path.partition("?")
+        headers = list(headers)
         # The dialect is chosen from the real path: the recorded one may have a segment redacted.
         # Kept in memory only, never written to the record.
         self._real_path = path
@@ -129,6 +142,9 @@ class Recorder:
             self.request.update(summarize_partial_body(body, path))
         names = self.request.get("tool_names") or ()
         self.state.defined_tool_names = self.shapes.defined_tool_names = frozenset(names)
+        # The model and tool names are in the record anyway: a message naming them keeps them.
+        self.echoes = RequestEchoes.from_request(headers, query, body, complete,
+                                                 kept=[self.request.get("model") or "", *names])
 
     def on_request_body_end(self, body_bytes: int, tail: bytes) -> None:
         """A streamed request body was sent whole: its size, and its last bytes (a model key an
@@ -137,6 +153,15 @@ class Recorder:
         if self._partial_json:
             for key, value in keys_from_tail(tail).items():
                 self.request.setdefault(key, value)
+
+    def on_exchange_end(self) -> None:
+        """The proxy is done; the record is finished later, on the store's thread. A stream that
+        reached its terminal event with no error can bring no message to check against the
+        request: its body is let go now, so records waiting for the disk hold no request bodies."""
+        response, state = self.response, self.state
+        if response is None or (response["status"] < 400 and self._body is None
+                                and not state.errors and state.terminal is not None):
+            self.echoes.release_body()
 
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""
@@ -308,6 +333,10 @@ class Recorder:
             error["status"] = status
             error.update(provider_error or
                          {"error_type": None, "error_code": None, "error_message": None})
+        slots = [(entry, "message", text) for entry, text in zip(state.errors, state.error_texts)]
+        if provider_error:
+            slots.append((error, "error_message", self.dialect.error.get("message")))
+        settle_messages(slots, self.echoes)
         frames = [[round(t, 1), size, kind, shape]
                   for t, size, kind, shape in (*self._head, *self._tail)]
         identity = {
@@ -366,5 +395,10 @@ class Recorder:
         }
         outcome = classify(Facts.from_record(record, state, ending))
         # The verdict right after the identity fields, so `head` of a record file shows it.
-        return {**identity, "outcome": outcome,
-                **{key: value for key, value in record.items() if key not in identity}}
+        record = {**identity, "outcome": outcome,
+                  **{key: value for key, value in record.items() if key not in identity}}
+        # A request's credential is removed wherever it landed (a path segment, an error code, a
+        # response header the provider echoed it in), and so from the index and the log line.
+        return {key: value if key in NO_REQUEST_TEXT else
+                remove_credentials_everywhere(value, self.echoes)
+                for key, value in record.items()}

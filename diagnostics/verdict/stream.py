@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.record.messages import provider_message
+from streamtap.diagnostics.record.messages import MAX_MESSAGE_INPUT, provider_message
 from streamtap.diagnostics.record.redact import scrub
 
 # `[]` is allowed for the field paths `delta_keys` names inside typed lists (`content[].thinking`).
@@ -88,6 +88,10 @@ class StreamState:
         # Provider-run tools, by the dialect's own key for them (a block index, an output index).
         self.server_tools: dict[object, ServerTool] = {}
         self.errors: list[dict] = []
+        # Each error's message as the provider sent it (capped), never recorded: the record's
+        # message is settled from it at the end, once it can be checked against the request
+        # (record/messages.py `settle_messages`). Until then `errors` holds the pattern layer's.
+        self.error_texts: list[str | None] = []
         self.response_id: str | None = None
         self.first_event_ms: float | None = None
         self.first_progress_ms: float | None = None
@@ -166,6 +170,7 @@ class StreamState:
             # the scrubber leaves alone, never the line's value (that is where content goes).
             error["field"] = token(field)
         self.errors.append(error)
+        self.error_texts.append(message[:MAX_MESSAGE_INPUT] if isinstance(message, str) else None)
 
     # -- tool calls -------------------------------------------------------------------------
     def tool_start(self, index: int, name: object, t_ms: float) -> ToolCall:
