@@ -172,6 +172,9 @@ class RequestEchoes:
                            key=len, reverse=True)
         self._text: bytes | None = None
         self._checked = False
+        # After `check_early`: the message shingles looked up, and those the request has too.
+        self._looked_up: set[int] | None = None
+        self._found: set[int] = set()
 
     @classmethod
     def from_request(cls, headers: Iterable[tuple[str, str]], query: str, body: bytes,
@@ -185,14 +188,30 @@ class RequestEchoes:
             self._checked = True
             self._body = None
 
+    def check_early(self, texts: list[str | None]) -> None:
+        """Look the messages' runs up in the request now, at the end of the exchange, and let the
+        request go: records wait in the store's queue (up to its limit) when the disk is slow,
+        and none of them may hold a request body there. `clean_all` later replaces runs from
+        what was found here; a text it was not given here is dropped as unchecked."""
+        texts = [self.remove_credentials(text) for text in texts if isinstance(text, str)]
+        shingles = set().union(*(_shingles(text.encode("utf-8", "surrogatepass"))
+                                 for text in texts))
+        lookup = self._lookup() if shingles else None
+        if lookup is not None:
+            self._found = _shingles_in(lookup, shingles)
+            self._looked_up = shingles
+        self._text = None  # too large stays known: `_checked` is set and `_looked_up` None
+        if not shingles:
+            self.release_body()
+
     @property
     def holds_body(self) -> bool:
-        return self._body is not None
+        return self._body is not None or self._text is not None
 
     @property
     def too_large(self) -> bool:
         """The body could not be checked: messages from upstream are dropped, not kept."""
-        return self._lookup() is None
+        return self._looked_up is None and self._lookup() is None
 
     def _lookup(self) -> bytes | None:
         """The request's text to look echoes up in, read once and only when first needed."""
@@ -219,13 +238,19 @@ class RequestEchoes:
         for them all. The caller checks `too_large` first: without a lookup only credentials go."""
         texts = [self.remove_credentials(text) if isinstance(text, str) else text
                  for text in texts]
-        lookup = self._lookup()
-        if lookup is None:
-            return texts
         encoded = [text.encode("utf-8", "surrogatepass") if isinstance(text, str) else b""
                    for text in texts]
         shingles = [_shingles(data) for data in encoded]
-        found = _shingles_in(lookup, set().union(*shingles))
+        if self._looked_up is not None:  # checked at the end of the exchange
+            found = self._found
+            unchecked = [not self._looked_up.issuperset(grams) for grams in shingles]
+            if any(unchecked):  # never kept unchecked: the request is gone
+                texts = [None if drop else text for text, drop in zip(texts, unchecked)]
+        else:
+            lookup = self._lookup()
+            if lookup is None:
+                return texts
+            found = _shingles_in(lookup, set().union(*shingles))
         if not found:
             return texts
         return [self._replace_runs(text, data, grams, found) if isinstance(text, str) else text

@@ -110,6 +110,7 @@ class Recorder:
         self._decoder = None  # SseDecoder | NdjsonDecoder | JsonArrayDecoder
         self._decompress = None
         self._body: bytearray | None = None
+        self._stream_closed = False
         self.stream_bytes = 0
         self.frame_count = 0
         self._head: list[list] = []
@@ -154,14 +155,16 @@ class Recorder:
             for key, value in keys_from_tail(tail).items():
                 self.request.setdefault(key, value)
 
-    def on_exchange_end(self) -> None:
-        """The proxy is done; the record is finished later, on the store's thread. A stream that
-        reached its terminal event with no error can bring no message to check against the
-        request: its body is let go now, so records waiting for the disk hold no request bodies."""
-        response, state = self.response, self.state
-        if response is None or (response["status"] < 400 and self._body is None
-                                and not state.errors and state.terminal is not None):
-            self.echoes.release_body()
+    def on_exchange_end(self, ending: Ending, duration_ms: float) -> None:
+        """The proxy is done; the record is finished later, on the store's thread, where records
+        wait when the disk is slow. None of them may hold a request body there: the stream is
+        closed now, and the provider's messages (the only strings checked against the request)
+        are looked up in the body before it is let go."""
+        self._close_stream(self._end_ms(ending, duration_ms))
+        texts = list(self.state.error_texts)
+        if isinstance(self.dialect, JsonBody) and self.dialect.error is not None:
+            texts.append(self.dialect.error.get("message"))
+        self.echoes.check_early(texts)
 
     def mark(self, name: str, t_ms: float) -> None:
         """Set a timeline mark once: the first time is the one that counts."""
@@ -262,8 +265,16 @@ class Recorder:
             for name, value in take():
                 field_line_error(name, value, self.state, t_ms)
 
+    @staticmethod
+    def _end_ms(ending: Ending, duration_ms: float) -> float:
+        return ending.upstream_end_ms if ending.upstream_end_ms is not None else duration_ms
+
     def _close_stream(self, t_ms: float) -> None:
-        """End of the body, however it ended: flush the decoder and let the dialect settle."""
+        """End of the body, however it ended: flush the decoder and let the dialect settle.
+        Once: the exchange's end closes it, and `finish` only when no exchange did (tests)."""
+        if self._stream_closed:
+            return
+        self._stream_closed = True
         if self._decompress is not None and self._decoder is not None:
             try:
                 rest = self._decompress.flush()
@@ -307,7 +318,7 @@ class Recorder:
     # -- the end ------------------------------------------------------------------------------
     def finish(self, ending: Ending, duration_ms: float) -> dict:
         """Close the books and return the trace record (a plain dict, schema_version 1)."""
-        end_ms = ending.upstream_end_ms if ending.upstream_end_ms is not None else duration_ms
+        end_ms = self._end_ms(ending, duration_ms)
         self._close_stream(end_ms)
         state = self.state
         marks = self.marks

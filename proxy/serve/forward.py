@@ -417,7 +417,7 @@ class Exchange:
             if self.ending.downstream_status is None and self.response is not None:
                 self.ending.downstream_status = self.response.status
             recorder, ending, duration = self.recorder, self.ending, self.now()
-            recorder.on_exchange_end()
+            recorder.on_exchange_end(ending, duration)
             captured = None
             if self.capture is not None:
                 captured = {"request": self.request_body, "response": bytes(self.capture)}

@@ -135,9 +135,10 @@ def test_a_body_that_is_not_json_is_looked_up_as_text():
     assert echoes.clean("you sent plain prompt text") == f"you sent {ECHO}"
 
 
-def test_a_stream_that_ended_well_lets_the_request_body_go_before_the_record_waits():
-    """Records wait in the store's queue when the disk is slow: a finished exchange that can
-    bring no message to check holds no request body there; one that can, still does."""
+def test_no_exchange_holds_its_request_body_while_the_record_waits():
+    """Records wait in the store's queue when the disk is slow (up to its limit): every
+    exchange lets its request body go at its end, one with a message to check after looking
+    the message up, and the record still says what was echoed."""
     def exchange(status: int, answer: list[bytes]) -> Recorder:
         recorder = Recorder(trace_id="t", session_id="s", message_id=None, started_at="now",
                             route="openai", provider="openai")
@@ -147,13 +148,21 @@ def test_a_stream_that_ended_well_lets_the_request_body_go_before_the_record_wai
         recorder.on_response(status, [("content-type", kind)], 1.0)
         for chunk in answer:
             recorder.feed(chunk, 2.0)
-        recorder.on_exchange_end()
+        recorder.on_exchange_end(Ending(upstream="complete", upstream_end_ms=3.0), 3.0)
         return recorder
 
     done = exchange(200, [sse({"choices": [{"index": 0, "delta": {"content": "hi"},
                                             "finish_reason": "stop"}]}), b"data: [DONE]\n\n"])
     assert not done.echoes.holds_body
     failed = exchange(400, http_error(f"bad input: {PROMPT}"))
-    assert failed.echoes.holds_body
+    assert not failed.echoes.holds_body  # looked up already: the queue holds no request body
     record = failed.finish(Ending(upstream="complete", upstream_end_ms=3.0), 3.0)
     assert record["error"]["error_message"] == f"bad input: {ECHO}"
+
+
+def test_a_message_not_looked_up_at_the_exchange_end_is_dropped_not_kept_unchecked():
+    echoes = RequestEchoes.from_request([], "", json.dumps({"messages": [PROMPT]}).encode(), True)
+    echoes.check_early([f"bad input: {PROMPT}"])
+    assert not echoes.holds_body
+    assert echoes.clean_all([f"bad input: {PROMPT}", f"another quote of {PROMPT}"]) == \
+        [f"bad input: {ECHO}", None]
