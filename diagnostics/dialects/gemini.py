@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, compact_json, load_json,
-                                                 wrapped_error)
+from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, compact_json,
+                                                 load_json, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 _TEXT = "text"
