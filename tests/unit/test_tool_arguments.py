@@ -210,6 +210,10 @@ def test_the_text_is_let_go_once_the_call_completes():
     assert call.as_dict()["arg_parsed"] is False and state.held_argument_bytes == 0
 
 
+def test_the_codes_a_record_carries():
+    assert (arguments.TOO_LARGE, arguments.NOT_JSON_TEXT) == ("too_large", "not_json_text")
+
+
 def test_a_stream_holds_at_most_one_mib_of_arguments_all_open_calls_together():
     assert MAX_HELD_ARGUMENTS == 1024 * 1024
     state = StreamState()
