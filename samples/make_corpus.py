@@ -266,8 +266,10 @@ def streaming_entries(provider: str, api: str, main: str, tool: str, cut_tool: s
 def corpus() -> list[Entry]:
     """The corpus, in file order: each dialect with every ending, then provider variants."""
     entries = []
+    # The tool call comes in 12 argument pieces, so README's `at=event:tool_input_delta:5`
+    # against `streamtap replay` cuts in the middle of its arguments.
     entries += streaming_entries("openai", "openai-chat", "openai-chat/text_complete.sse",
-                                 "openai-chat/tool_call.sse", "tool_input_delta:3",
+                                 "openai-chat/tool_call_pieces.sse", "tool_input_delta:3",
                                  "openai_429_rate_limit.json", 429,
                                  headers=(("retry-after", "2"),))
     entries += [Entry("openai", "openai-chat", "openai-chat/two_tools.sse", "terminal"),

@@ -11,8 +11,8 @@ import pytest
 
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session
-from tests.streams import (anthropic_text_stream, chat_text_stream, chat_tool_stream,
-                           responses_text_stream)
+from tests.streams import (CANARY_ARG, anthropic_text_stream, chat_text_stream,
+                           chat_tool_stream, responses_text_stream)
 from tests.test_endings import node_read
 
 TOOLS = [{"type": "function", "function": {"name": "apply_patch", "parameters": {}}}]
@@ -76,6 +76,29 @@ def test_injected_reset_raises_what_a_real_reset_raises_in_the_openai_sdk(fake, 
     record = proxy.record(session)
     assert record["stream"]["tool_calls"][0]["name"] == "apply_patch"
     assert record["stream"]["tool_calls"][0]["completed"] is False
+
+
+def test_a_reset_after_the_last_argument_piece_says_the_arguments_had_arrived_whole(fake, proxy):
+    """Five pieces that are the whole arguments, then the cut: the SDK's caller already holds
+    arguments that parse; only the finish that would let it run the tool never came."""
+    prefix = fake.add(Scenario(chat_tool_stream(5)))
+    session = new_session()
+    held = ""
+    stream = openai_client(proxy, prefix, session, "reset; at=event:tool_input_delta:5").chat \
+        .completions.create(model="gpt-test", messages=[], stream=True, tools=TOOLS)
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in stream:
+            for call in chunk.choices[0].delta.tool_calls or []:
+                held += call.function.arguments or ""
+    assert json.loads(held)["patch"]  # what the client held parses
+    record = proxy.record(session)
+    [call] = record["stream"]["tool_calls"]
+    assert (call["arg_chunks"], call["arg_bytes"], call["arg_parsed"], call["completed"]) == (
+        5, len(held.encode()), True, False)
+    assert (f"when the arguments of tool call `apply_patch` had arrived whole ({len(held)} bytes "
+            "in 5 chunks) but the call was never finalized: no finish_reason, so no tool ran. "
+            "This is not a real failure.") in record["outcome"]["summary"]
+    assert CANARY_ARG not in json.dumps(record)
 
 
 @pytest.mark.parametrize("action", ["close", "drop_terminal"])

@@ -13,11 +13,12 @@ import openai
 import pytest
 
 from streamtap.diagnostics.verdict.events import EVENT_KINDS
+from streamtap.proxy.replay.corpus import bundled_samples_dir
+from streamtap.proxy.replay.library import load_one
 from tests.fakeprovider import FakeProvider, Scenario
 from tests.proxyproc import ProxyProcess
 from tests.readme import section, shell_blocks
-from tests.streams import (anthropic_text_stream, chat_text_stream, chat_tool_stream,
-                           responses_text_stream)
+from tests.streams import anthropic_text_stream, chat_text_stream, responses_text_stream
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,6 +78,16 @@ def test_example_fault_rule_arms_once_uncommented(tmp_path):
 FAULTS = "Reproducing a gateway disconnect"
 
 
+# What `streamtap replay` answers a chat request that defines tools: a call in 12 argument
+# pieces, so the 5th tool_input_delta is in the middle of its arguments.
+TOOL_SAMPLE = "openai__openai-chat__terminal__2"
+
+
+def bundled_tool_call() -> list[bytes]:
+    sample = load_one(bundled_samples_dir() / f"{TOOL_SAMPLE}.sample.json")
+    return [data for _, data in sample.writes]
+
+
 class ReadmeUpstream(FakeProvider):
     """One upstream for the `openai` and `anthropic` routes: the stream a path asks for."""
 
@@ -87,7 +98,7 @@ class ReadmeUpstream(FakeProvider):
         elif request.path.endswith("/messages"):
             chunks = anthropic_text_stream(12)
         else:
-            chunks = chat_tool_stream(8) if b'"tools"' in body else chat_text_stream(5)
+            chunks = bundled_tool_call() if b'"tools"' in body else chat_text_stream(5)
         self.scenarios[request.match_info["name"]] = Scenario(chunks)
         return await super()._handle(request)
 
@@ -151,6 +162,11 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
     assert (record["outcome"]["boundary"], record["outcome"]["phase"]) == ("injected",
                                                                            "tool_input")
     assert "after the 5th tool_input_delta" in record["outcome"]["summary"]
+    # the cut lands after 5 of the call's 12 argument pieces: the client held half an object
+    assert "while the model was still writing the arguments of tool call `apply_patch` (5 " \
+        "chunks)" in record["outcome"]["summary"]
+    [call] = record["stream"]["tool_calls"]
+    assert (call["arg_chunks"], call["arg_parsed"], call["completed"]) == (5, False, False)
 
     def openai_client(session: str, **options) -> openai.OpenAI:
         return openai.OpenAI(base_url=proxy.url("openai") + "/v1", api_key="sk-test",

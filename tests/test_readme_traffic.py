@@ -50,3 +50,13 @@ def test_readme_states_the_pool_idle_time():
     text = section("Stale upstream connections")
     assert f"{KEEPALIVE_TIMEOUT_S:g} s of idleness" in text and "60 s" in text
     assert "`upstream_retry`" in text
+
+
+def test_readme_names_every_field_of_a_tool_entry():
+    from streamtap.diagnostics.verdict.arguments import NOT_JSON_TEXT, TOO_LARGE
+    from streamtap.diagnostics.verdict.stream import ToolCall
+
+    record_table = section("What a trace record holds")
+    for name in ToolCall(0, None, 0.0).as_dict():
+        assert f"`{name}`" in record_table, name
+    assert f"`{TOO_LARGE}`" in record_table and f"`{NOT_JSON_TEXT}`" in record_table

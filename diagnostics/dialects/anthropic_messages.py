@@ -12,13 +12,12 @@ The data's `type` is the fallback for a gateway that drops `event:` lines.
 
 from __future__ import annotations
 
-import json
 import re
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.dialects.base import (Dialect, load_json, unknown_shape_error,
-                                                    wrapped_error)
+from streamtap.diagnostics.dialects.base import (Dialect, compact_json, load_json,
+                                                 unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # What a content block is, once its content_block_start has been seen.
@@ -54,15 +53,10 @@ _WORD_DELTA_HEAD = re.compile(
     rb'\s*\{\s*"type"\s*:\s*"(text|thinking)_delta"\s*,\s*"\2"\s*:\s*"(.)', re.S)
 
 
-def _json_size(value: object) -> int:
-    """Bytes of a JSON value as compact UTF-8: an argument size that does not depend on spacing."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "replace"))
-
-
 class AnthropicMessages(Dialect):
     name = "anthropic-messages"
     terminal_names = ("message_stop",)
+    tool_call_end = "`content_block_stop`"
 
     def __init__(self, state):
         super().__init__(state)
@@ -162,7 +156,7 @@ class AnthropicMessages(Dialect):
             state.emit(ev.TOOL_INPUT_START, t_ms)
             tool_input = block.get("input")
             if tool_input:  # input given whole at the start (not what the API does today)
-                state.tool_arguments(index, _json_size(tool_input))
+                state.tool_arguments(index, compact_json(tool_input))
                 state.emit(ev.TOOL_INPUT_DELTA, t_ms)
             return ev.TOOL_INPUT_START
         if block_type == "redacted_thinking":
@@ -209,7 +203,7 @@ class AnthropicMessages(Dialect):
                 state.tool_start(index, None, t_ms)
                 state.emit(ev.TOOL_INPUT_START, t_ms)
             state.delta_key("partial_json")
-            state.tool_arguments(index, len(partial.encode("utf-8", "surrogatepass")))
+            state.tool_arguments(index, partial)
             state.emit(ev.TOOL_INPUT_DELTA, t_ms)
             return ev.TOOL_INPUT_DELTA
         if delta_type in _META_DELTAS:

@@ -43,6 +43,9 @@ class Dialect:
     framing = FRAMING_SSE
     # Names of the frames that end a well-formed stream (what `drop_terminal` would remove).
     terminal_names: tuple[str, ...] = ()
+    # What finalizes a tool call on the wire, as a summary names it ("no finish_reason"), for a
+    # dialect whose calls can stay open after their arguments arrived whole.
+    tool_call_end: str | None = None
 
     def __init__(self, state: StreamState):
         self.state = state
@@ -57,6 +60,12 @@ class Dialect:
 
     def on_end(self, t_ms: float) -> None:
         """The stream ended (however it ended): settle what only the end can tell."""
+
+
+def compact_json(value: object) -> str:
+    """A decoded JSON value as compact text: a whole call's arguments, sized (and checked) the
+    same however the provider spaced them."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def load_json(data: bytes, state: StreamState) -> object:

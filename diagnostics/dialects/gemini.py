@@ -11,12 +11,10 @@ client must answer. An error chunk is read whole too: its `responseId` and usage
 
 from __future__ import annotations
 
-import json
-
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, load_json,
-                                                    unknown_shape_error, wrapped_error)
+from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, compact_json,
+                                                 load_json, unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 _TEXT = "text"
@@ -35,15 +33,10 @@ _RANK = {kind: rank for rank, kind in enumerate((
 _META_PART_KEYS = frozenset({"thoughtSignature", "thought", "videoMetadata", "partMetadata"})
 
 
-def _json_size(value: object) -> int:
-    """Bytes of a JSON value as compact UTF-8: an argument size that does not depend on spacing."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "replace"))
-
-
 class Gemini(Dialect):
     name = "gemini"
     terminal_names = ("finishReason",)
+    tool_call_end = "closing `functionCall` part"
 
     def __init__(self, state):
         super().__init__(state)
@@ -173,10 +166,13 @@ class Gemini(Dialect):
             self._emit(ev.TOOL_INPUT_START, t_ms)
         for key in ("args", "partialArgs"):
             value = call.get(key)
-            if value:  # `args` is an object whose keys can be the model's words: size it only
-                state.delta_key(key)
-                state.tool_arguments(index, _json_size(value))
-                self._emit(ev.TOOL_INPUT_DELTA, t_ms)
+            if not value:
+                continue
+            state.delta_key(key)
+            # `args` is whole; `partialArgs` a list of path/value updates, not text that adds up
+            # to the arguments
+            state.tool_arguments(index, compact_json(value), json_text=key == "args")
+            self._emit(ev.TOOL_INPUT_DELTA, t_ms)
         if call.get("willContinue") is True:
             self._open_call = index
             return

@@ -8,13 +8,11 @@ is the provider's error inside a 200 stream.
 
 from __future__ import annotations
 
-import json
-
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.verdict.stream import StreamState
-from streamtap.diagnostics.dialects.base import (FRAMING_NDJSON, Dialect, load_json,
-                                                    unknown_shape_error, wrapped_error)
+from streamtap.diagnostics.dialects.base import (FRAMING_NDJSON, Dialect, compact_json, load_json,
+                                                 unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # The ordinary line, as Ollama's Go encoder writes it, ends like this; such a line without tool
@@ -30,14 +28,6 @@ _KNOWN_KEYS = ("message", "response", "thinking", "done", "error")
 
 def _has_text(value: object) -> bool:
     return isinstance(value, str) and value != ""
-
-
-def _arguments_size(arguments: object) -> int:
-    """Bytes of a whole call's arguments, as compact JSON (the wire form is not at hand)."""
-    if isinstance(arguments, str):
-        return len(arguments.encode("utf-8", "replace"))
-    return len(json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
-               .encode("utf-8", "replace"))
 
 
 class OllamaNdjson(Dialect):
@@ -151,7 +141,9 @@ class OllamaNdjson(Dialect):
             state.emit(ev.TOOL_INPUT_START, t_ms)
             arguments = function.get("arguments")
             if arguments:
-                state.tool_arguments(index, _arguments_size(arguments))
+                # a whole call's arguments, as compact JSON (the wire form is not at hand)
+                text = arguments if isinstance(arguments, str) else compact_json(arguments)
+                state.tool_arguments(index, text)
                 state.emit(ev.TOOL_INPUT_DELTA, t_ms)
             if state.tool_completed(index):
                 state.emit(ev.TOOL_INPUT_END, t_ms)

@@ -86,6 +86,7 @@ def _is_whole_object(arguments: str) -> bool:
 class OpenAIChat(Dialect):
     name = "openai-chat"
     terminal_names = ("[DONE]",)
+    tool_call_end = "finish_reason"
 
     def __init__(self, state: StreamState):
         super().__init__(state)
@@ -246,7 +247,7 @@ class OpenAIChat(Dialect):
                                                     and _is_whole_object(arguments))
         if arguments:
             text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            state.tool_arguments(index, len(text.encode()))
+            state.tool_arguments(index, text)
             state.delta_key("arguments")
             state.emit(ev.TOOL_INPUT_DELTA, t_ms)
             if kind == ev.META:

@@ -52,8 +52,8 @@ SERVER_TOOL_PREFIXES = ("response.web_search_call.", "response.file_search_call.
 # Status events that say a provider-run tool has finished.
 SERVER_TOOL_DONE_SUFFIXES = (".completed", ".failed")
 TOOL_ITEMS = frozenset({"function_call", "custom_tool_call"})
-ARGUMENT_DELTAS = frozenset({"response.function_call_arguments.delta",
-                             "response.custom_tool_call_input.delta"})
+CUSTOM_INPUT_DELTA = "response.custom_tool_call_input.delta"
+ARGUMENT_DELTAS = frozenset({"response.function_call_arguments.delta", CUSTOM_INPUT_DELTA})
 TERMINALS = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -65,6 +65,7 @@ def _index(obj: dict, fallback: int) -> int:
 class OpenAIResponses(Dialect):
     name = "openai-responses"
     terminal_names = TERMINALS
+    tool_call_end = "`response.output_item.done`"
 
     def __init__(self, state: StreamState):
         super().__init__(state)
@@ -171,7 +172,8 @@ class OpenAIResponses(Dialect):
         if not delta or not isinstance(delta, str):
             self.state.emit(ev.META, t_ms)
             return ev.META
-        self.state.tool_arguments(_index(obj, 0), len(delta.encode()))
+        # A custom tool's input is free-form text, not JSON.
+        self.state.tool_arguments(_index(obj, 0), delta, json_text=kind != CUSTOM_INPUT_DELTA)
         self.state.delta_key(kind)
         self.state.emit(ev.TOOL_INPUT_DELTA, t_ms)
         return ev.TOOL_INPUT_DELTA
@@ -195,7 +197,8 @@ class OpenAIResponses(Dialect):
             self._start(index, item, t_ms)
             arguments = item.get("arguments") or item.get("input")
             if arguments and isinstance(arguments, str):
-                state.tool_arguments(index, len(arguments.encode()))
+                state.tool_arguments(index, arguments,
+                                     json_text=item["type"] != "custom_tool_call")
                 state.emit(ev.TOOL_INPUT_DELTA, t_ms)
         if not state.tool_completed(index):
             state.emit(ev.META, t_ms)

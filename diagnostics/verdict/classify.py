@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
+from streamtap.diagnostics.verdict.arguments import TOO_LARGE
 
 SLOWING_FAULTS = ("delay", "throttle")
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -58,6 +59,7 @@ class Facts:
     stream_requested: bool = False  # the request body said `"stream": true`
     content_type: str | None = None  # the response's media type, lower case, no parameters
     notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
+    tool_call_end: str | None = None  # what finalizes a tool call in this dialect (base.py)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -96,6 +98,7 @@ class Facts:
             stream_requested=(record.get("request") or {}).get("stream") is True,
             content_type=media_type((record.get("response") or {}).get("content_type")),
             notes=list(getattr(ending, "notes", ())),
+            tool_call_end=dialect_class.tool_call_end if dialect_class else None,
         )
 
 
@@ -130,10 +133,7 @@ def stream_phase(f: Facts) -> str:
 def doing(f: Facts, phase: str | None) -> str:
     """What the model was doing, as a clause a sentence can end with."""
     if phase == ev.TOOL_INPUT and f.open_tools:
-        call = f.open_tools[-1]
-        name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
-        return (f"while the model was still writing the arguments of tool call {name} "
-                f"({call['arg_chunks']} chunks); the call never completed, so no tool ran")
+        return open_tool_call(f, f.open_tools[-1])
     if phase == ev.AFTER_TOOL_CALL and f.completed_tools:
         call = f.completed_tools[-1]
         name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
@@ -156,6 +156,23 @@ def doing(f: Facts, phase: str | None) -> str:
         ev.TOOL_INPUT: "while the model was writing a tool call",
         ev.COMPLETE: "after the stream had completed",
     }.get(phase or "", "at an unknown point of the stream")
+
+
+def open_tool_call(f: Facts, call: dict) -> str:
+    """Where a call that never completed stood: its arguments still coming, or already whole
+    (the client held parseable arguments, only the call's end was missing)."""
+    name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
+    chunks = f"{call['arg_chunks']} chunks"
+    if call.get("arg_parsed"):  # records before this field have none: they read as unknown
+        missing = f": no {f.tool_call_end}" if f.tool_call_end else ""
+        return (f"when the arguments of tool call {name} had arrived whole "
+                f"({call.get('arg_bytes')} bytes in {chunks}) but the call was never "
+                f"finalized{missing}, so no tool ran")
+    if call.get("arg_unchecked") == TOO_LARGE:
+        chunks += (f", {call.get('arg_bytes')} bytes: too many for streamtap to check whether "
+                   "they had arrived whole")
+    return (f"while the model was still writing the arguments of tool call {name} "
+            f"({chunks}); the call never completed, so no tool ran")
 
 
 def side_evidence(f: Facts) -> list[str]:

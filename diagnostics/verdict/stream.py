@@ -3,6 +3,8 @@
 Dialects write here through a few small methods and never keep content: a string reaches this
 state only as a provider token (finish reason, error type, event name), checked by `token()`, or
 as an error message cut to a short sentence without quoted spans or keys (record/messages.py).
+The one exception is a tool call's argument text, held while the call is open only to tell whether
+it parses (arguments.py); it never reaches the record.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import re
 
 from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.verdict.arguments import (MAX_HELD_ARGUMENTS, NOT_JSON_TEXT,
+                                                     TOO_LARGE, ArgumentCheck)
 from streamtap.diagnostics.record.messages import MAX_MESSAGE_INPUT, provider_message
 from streamtap.diagnostics.record.redact import scrub
 
@@ -39,7 +43,8 @@ def token(value: object) -> str | None:
 
 
 class ToolCall:
-    __slots__ = ("index", "name", "started_ms", "arg_chunks", "arg_bytes", "completed")
+    __slots__ = ("index", "name", "started_ms", "arg_chunks", "arg_bytes", "completed",
+                 "arguments")
 
     def __init__(self, index: int, name: str | None, started_ms: float):
         self.index = index
@@ -48,10 +53,14 @@ class ToolCall:
         self.arg_chunks = 0
         self.arg_bytes = 0
         self.completed = False
+        self.arguments = ArgumentCheck()
 
     def as_dict(self) -> dict:
+        self.arguments.settle()  # the stream is over: parse what is held, and let it go
         return {"index": self.index, "name": self.name, "started_ms": round(self.started_ms, 1),
                 "arg_chunks": self.arg_chunks, "arg_bytes": self.arg_bytes,
+                # A boolean and a fixed code (arguments.py): never the arguments themselves.
+                "arg_parsed": self.arguments.parsed, "arg_unchecked": self.arguments.unchecked,
                 "completed": self.completed}
 
 
@@ -98,6 +107,7 @@ class StreamState:
         self.last_progress_ms: float | None = None
         self.phase = ev.BEFORE_PROGRESS
         self.protocol_errors: dict[str, int] = {}
+        self.held_argument_bytes = 0  # argument text held by open calls (arguments.py)
 
     # -- events ---------------------------------------------------------------------------
     def emit(self, kind: str, t_ms: float) -> None:
@@ -181,11 +191,25 @@ class StreamState:
             call = self.tool_calls[index] = ToolCall(index, kept, t_ms)
         return call
 
-    def tool_arguments(self, index: int, nbytes: int) -> None:
+    def tool_arguments(self, index: int, piece: str, json_text: bool = True) -> None:
+        """A piece of a call's arguments: JSON text (a whole value given at once is its compact
+        JSON), held within MAX_HELD_ARGUMENTS per stream until the call settles; or, with
+        `json_text` False, pieces that do not add up to JSON text, counted and not checked."""
         call = self.tool_calls.get(index)
-        if call is not None:
-            call.arg_chunks += 1
-            call.arg_bytes += nbytes
+        if call is None:
+            return
+        nbytes = len(piece.encode("utf-8", "surrogatepass"))
+        call.arg_chunks += 1
+        call.arg_bytes += nbytes
+        check = call.arguments
+        if not json_text:
+            self.held_argument_bytes -= check.give_up(NOT_JSON_TEXT)
+        elif check.pieces is not None:
+            if self.held_argument_bytes + nbytes > MAX_HELD_ARGUMENTS:
+                self.held_argument_bytes -= check.give_up(TOO_LARGE)
+                return
+            self.held_argument_bytes += nbytes
+        check.hold(piece, nbytes)
 
     def tool_completed(self, index: int) -> bool:
         """Mark a call complete; return False if it was unknown or already complete."""
@@ -193,6 +217,7 @@ class StreamState:
         if call is None or call.completed:
             return False
         call.completed = True
+        self.held_argument_bytes -= call.arguments.settle()
         return True
 
     def open_tool_calls(self) -> list[ToolCall]:

@@ -88,7 +88,8 @@ def test_complete_stream_with_thinking_redacted_thinking_text_and_a_tool_call():
     # the tool's index is its content block index; the leading `""` piece is not an arg chunk
     assert stream["tool_calls"] == [{
         "index": 3, "name": "apply_patch", "started_ms": 2.0, "arg_chunks": 5,
-        "arg_bytes": sum(len(piece.encode()) for piece in ARG_PIECES), "completed": True}]
+        "arg_bytes": sum(len(piece.encode()) for piece in ARG_PIECES), "arg_parsed": True,
+        "arg_unchecked": None, "completed": True}]
     assert stream["finish_reason"] == "tool_use" and stream["usage"]["output"] == 89
     assert kinds(record)[:9] == [
         "meta",  # message_start
@@ -126,7 +127,10 @@ def test_upstream_reset_after_tool_input_deltas_without_block_stop():
     assert record["outcome"]["retryable"] is True
     call = record["stream"]["tool_calls"][0]
     assert (call["name"], call["arg_chunks"], call["completed"]) == ("apply_patch", 5, False)
-    assert "`apply_patch` (5 chunks)" in record["outcome"]["summary"]
+    # the five pieces are the whole input: only the block's end was missing (issue 21, item 6)
+    assert call["arg_parsed"] is True
+    assert ("`apply_patch` had arrived whole (62 bytes in 5 chunks) but the call was never "
+            "finalized: no `content_block_stop`, so no tool ran") in record["outcome"]["summary"]
     assert "tool_call" not in record["stream"]["event_counts"]
 
 

@@ -91,7 +91,8 @@ def test_a_whole_function_call_is_one_complete_tool_call():
     args = {"location": "CANARY-ARG-91c2", "CANARY-KEY-5d1e": 1}
     assert stream["tool_calls"] == [{
         "index": 0, "name": "get_weather", "started_ms": 2.0, "arg_chunks": 1,
-        "arg_bytes": len(json.dumps(args, separators=(",", ":"))), "completed": True}]
+        "arg_bytes": len(json.dumps(args, separators=(",", ":"))), "arg_parsed": True,
+        "arg_unchecked": None, "completed": True}]
     assert stream["event_counts"] == {
         "text_start": 1, "text_delta": 1, "text_end": 1, "tool_input_start": 1,
         "tool_input_delta": 1, "tool_input_end": 1, "tool_call": 1, "finish": 1, "usage": 1}

@@ -87,11 +87,12 @@ def test_complete_chat_with_whole_tool_calls():
     assert calls == [
         # index is a running count over the stream (calls arrive unnumbered and whole)
         {"index": 0, "name": "get_weather", "arg_chunks": 1, "arg_bytes": size(weather_args),
-         "completed": True},
+         "arg_parsed": True, "arg_unchecked": None, "completed": True},
         # a name the request did not define could be the model's words: not recorded
-        {"index": 1, "name": None, "arg_chunks": 0, "arg_bytes": 0, "completed": True},
+        {"index": 1, "name": None, "arg_chunks": 0, "arg_bytes": 0, "arg_parsed": None,
+         "arg_unchecked": None, "completed": True},
         {"index": 2, "name": "get_time", "arg_chunks": 1, "arg_bytes": size(time_args),
-         "completed": True},
+         "arg_parsed": True, "arg_unchecked": None, "completed": True},
     ]
     assert stream["event_counts"] == {
         "reasoning_start": 1, "reasoning_delta": 2, "reasoning_end": 1,

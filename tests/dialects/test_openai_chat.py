@@ -117,7 +117,8 @@ def test_complete_tool_call_in_pieces():
     assert stream["finish_reason"] == "tool_calls"
     assert stream["tool_calls"] == [{
         "index": 0, "name": "apply_patch", "started_ms": 2.0, "arg_chunks": 5,
-        "arg_bytes": sum(len(piece.encode()) for piece in TOOL_PIECES), "completed": True}]
+        "arg_bytes": sum(len(piece.encode()) for piece in TOOL_PIECES), "arg_parsed": True,
+        "arg_unchecked": None, "completed": True}]
     assert stream["event_counts"]["tool_input_delta"] == 5
     assert stream["event_counts"]["tool_call"] == 1
     assert stream["delta_keys"] == ["arguments"]
@@ -188,8 +189,9 @@ def test_reset_after_tool_input_deltas_without_tool_call():
     assert stream["event_counts"]["tool_input_delta"] == 5
     assert "tool_call" not in stream["event_counts"]
     assert stream["tool_calls"][0]["completed"] is False
-    summary = record["outcome"]["summary"]
-    assert "`apply_patch`" in summary and "(5 chunks)" in summary and "no tool ran" in summary
+    # the five pieces are the whole arguments: only the finish was missing (issue 21, item 6)
+    assert ("`apply_patch` had arrived whole (43 bytes in 5 chunks) but the call was never "
+            "finalized: no finish_reason, so no tool ran") in record["outcome"]["summary"]
 
 
 def test_clean_end_after_tool_input_deltas():
@@ -334,7 +336,8 @@ def test_a_tool_call_ended_by_finish_reason_stop_is_complete():
     record = run(call + chunk(finish_reason="stop") + b"data: [DONE]\n\n")
     assert record["stream"]["tool_calls"] == [{"index": 0, "name": "apply_patch",
                                                "started_ms": 2.0, "arg_chunks": 1,
-                                               "arg_bytes": 2, "completed": True}]
+                                               "arg_bytes": 2, "arg_parsed": True,
+                                               "arg_unchecked": None, "completed": True}]
     assert record["stream"]["event_counts"]["tool_call"] == 1
     cut = run(call + chunk(finish_reason="stop"), upstream="reset")
     assert outcome(cut) == ("transport", "after_finish")  # not "while writing a tool call"

@@ -93,7 +93,8 @@ def test_complete_function_call():
     assert outcome(record) == ("none", "complete")
     assert stream["tool_calls"] == [{
         "index": 0, "name": "apply_patch", "started_ms": 2.0, "arg_chunks": 5,
-        "arg_bytes": sum(len(piece.encode()) for piece in TOOL_PIECES), "completed": True}]
+        "arg_bytes": sum(len(piece.encode()) for piece in TOOL_PIECES), "arg_parsed": True,
+        "arg_unchecked": None, "completed": True}]
     assert stream["delta_keys"] == ["response.function_call_arguments.delta"]
     assert [entry[2] for entry in record["frames"]][8:] == ["meta", "tool_call", "finish"]
     assert stream["event_counts"]["tool_input_end"] == 1
@@ -173,8 +174,10 @@ def test_reset_after_tool_input_deltas_without_tool_call():
     assert outcome(record) == ("transport", "tool_input")
     assert stream["event_counts"]["tool_input_delta"] == 5
     assert "tool_call" not in stream["event_counts"]
-    summary = record["outcome"]["summary"]
-    assert "`apply_patch`" in summary and "(5 chunks)" in summary and "no tool ran" in summary
+    # the five pieces are the whole arguments: only the item's end was missing (issue 21, item 6)
+    assert ("`apply_patch` had arrived whole (43 bytes in 5 chunks) but the call was never "
+            "finalized: no `response.output_item.done`, so no tool ran") in record["outcome"][
+        "summary"]
 
 
 def test_clean_end_after_tool_input_deltas():

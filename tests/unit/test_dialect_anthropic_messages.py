@@ -438,8 +438,9 @@ def test_lone_surrogates_are_sized_not_fatal():
     record = run(block_start(0, {"type": "tool_use", "name": "apply_patch",
                                  "input": {"a": "\ud800"}}),
                  json_piece(0, "\ud800"), block_stop(0))
-    # the whole input `{"a":"?"}` (9 bytes) and one piece of 3 bytes (surrogatepass)
-    assert calls(record) == [(0, "apply_patch", 2, 12, True)]
+    # every piece is sized alike, a lone surrogate as 3 bytes (surrogatepass): the whole input
+    # `{"a":"\ud800"}` (11 bytes) and one piece of 3 bytes
+    assert calls(record) == [(0, "apply_patch", 2, 14, True)]
 
 
 def test_a_result_ends_the_tool_it_names_not_the_latest():

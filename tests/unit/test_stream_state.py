@@ -28,7 +28,8 @@ def test_tool_call_as_dict():
     call = ToolCall(2, "apply_patch", 12.345)
     call.arg_chunks, call.arg_bytes, call.completed = 3, 40, True
     assert call.as_dict() == {"index": 2, "name": "apply_patch", "started_ms": 12.3,
-                              "arg_chunks": 3, "arg_bytes": 40, "completed": True}
+                              "arg_chunks": 3, "arg_bytes": 40, "arg_parsed": None,
+                              "arg_unchecked": None, "completed": True}
 
 
 def test_emit_counts_and_moves_the_clocks_and_the_phase():
@@ -153,10 +154,10 @@ def test_tool_calls():
     assert state.tool_start(0, "other", 2.0) is first  # the same index is the same call
     second = state.tool_start(1, "not_a_defined_tool", 3.0)
     assert (first.name, second.name) == ("apply_patch", None)
-    state.tool_arguments(0, 5)
-    state.tool_arguments(0, 7)
-    state.tool_arguments(9, 100)  # unknown index: ignored
-    assert (first.arg_chunks, first.arg_bytes) == (2, 12)
+    state.tool_arguments(0, '{"a":')
+    state.tool_arguments(0, '"é"}')  # sized as UTF-8
+    state.tool_arguments(9, "{}")  # unknown index: ignored
+    assert (first.arg_chunks, first.arg_bytes) == (2, 10)
     assert state.tool_completed(0) is True
     assert state.tool_completed(0) is False and state.tool_completed(9) is False
     assert state.open_tool_calls() == [second]
