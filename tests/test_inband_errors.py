@@ -4,8 +4,6 @@ ends without an error; the record says the provider sent one."""
 
 import json
 
-import openai
-
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session
 from tests.streams import chat_then_error_field, responses_text_stream, sse
