@@ -252,18 +252,24 @@ class TraceStore:
         return max(self.submitted - self.written - self.failed, 0)
 
     def close(self, timeout: float = 10.0) -> int:
-        """Write what is queued, then stop the writer thread; return how many records were left
-        unwritten when `timeout` ran out (a disk that hangs)."""
+        """Write what is queued, then stop the writer thread; return (and log) how many records
+        were left unwritten when `timeout` ran out (a disk that hangs)."""
         deadline = time.monotonic() + timeout
         try:
             self._queue.put(_STOP, timeout=timeout)
-        except queue.Full:  # the writer is stuck: nothing will be written in time anyway
-            return self.pending()
-        # Joined in short steps: the main thread runs a Python signal handler between them (a
-        # third Ctrl-C while the records of a forced exit are written, proxy/serve/forced.py).
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            self._thread.join(min(0.05, max(deadline - time.monotonic(), 0)))
-        return self.pending()
+        except queue.Full:  # the writer is stuck: nothing more will be written in time
+            pass
+        else:
+            # Joined in short steps: the main thread runs a Python signal handler between them
+            # (a third Ctrl-C while a forced exit writes its records, proxy/serve/forced.py).
+            while self._thread.is_alive() and time.monotonic() < deadline:
+                self._thread.join(min(0.05, max(deadline - time.monotonic(), 0)))
+        left = self.pending()
+        if left:
+            self.log.error("records_not_written", count=left,
+                           reason=f"the trace dir took no more within {timeout:g} s",
+                           hint="check that --trace-dir is a writable folder with room")
+        return left
 
     def _drain(self) -> None:
         while True:

@@ -190,3 +190,25 @@ def test_a_disk_too_slow_for_the_queue_is_said_once_and_in_health(tmp_path, monk
     assert store.written in (5, 6) and store.written + store.failed == 30
     assert log.events("trace_queue_caught_up") == [{"dropped": store.failed}]
     assert store.health()["status"] == "ok"
+
+
+def test_a_disk_that_hangs_at_close_is_left_after_the_timeout_and_said(tmp_path):
+    """Closing waits for the queue at most `timeout`, and says how many records it left: a
+    forced exit must not hang on a disk that does (proxy/serve/forced.py)."""
+    import threading
+
+    gate = threading.Event()
+
+    def hung_write(fd, data):
+        gate.wait(10)
+        return os.write(fd, data)
+
+    log = Log()
+    store = TraceStore(tmp_path / "traces", log, write=hung_write)
+    fill(store, range(4))
+    assert store.pending() == 4
+    started = time.monotonic()
+    assert store.close(timeout=0.3) == 4
+    assert time.monotonic() - started < 2
+    assert [line["count"] for line in log.events("records_not_written")] == [4]
+    gate.set()
