@@ -1,4 +1,5 @@
 import shutil
+import socket
 
 import pytest
 
@@ -30,3 +31,13 @@ def node():
     if path is None:
         pytest.fail("node is required for the end-to-end tests (.ci/run installs it)")
     return path
+
+
+@pytest.fixture(scope="module")
+def blackhole():
+    """An upstream that accepts connections (the kernel's backlog) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()

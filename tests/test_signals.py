@@ -157,6 +157,31 @@ def test_a_second_signal_ends_20_streams_at_once_and_writes_every_record(fake, t
     assert log_events(proxy.log(), "exiting_now")[0]["inflight"] == 20
 
 
+def test_a_second_signal_records_a_request_still_waiting_for_its_response(fake, tmp_path,
+                                                                          blackhole):
+    prefix = fake.add(Scenario(chat_text_stream(3, done=False)[:3], ending="stall", stall_s=30))
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url, "hole": blackhole})
+    session = new_session()
+    try:
+        open_streams(proxy, prefix + "/v1/chat/completions", session, 1)
+        waiting = BackgroundRead(proxy.url("hole") + "/v1/chat/completions",
+                                 {"x-streamtap-session": session})
+        assert wait_for(lambda: inflight(proxy) == 2, timeout=10)
+        queue_two_signals(proxy.process, signal.SIGTERM, signal.SIGINT)
+        assert proxy.process.wait(timeout=10) == 0
+    finally:
+        proxy.stop()
+    _, error = waiting.join(10)
+    assert error in READ_ERRORS and waiting.status is None  # no answer: the connection is reset
+    [record] = [record for record in proxy.records(session, 2, timeout=1)
+                if record["route"] == "hole"]
+    outcome = record["outcome"]
+    assert (outcome["boundary"], outcome["phase"], outcome["evidence"]) == (
+        "proxy", "before_response", ["shutdown_forced"])
+    assert record["response"] is None
+    assert (record["downstream"]["ended"], record["downstream"]["status"]) == ("aborted", None)
+
+
 def test_two_sigterms_a_few_ms_apart_write_20_records_and_exit_0(fake, tmp_path):
     """The issue's figure, as a user sends it: wherever the second SIGTERM lands in the
     shutdown, each stream is recorded once, by the graceful path or the forced one."""
