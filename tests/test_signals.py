@@ -285,3 +285,33 @@ def test_a_third_signal_exits_at_once_and_says_how_many_records_it_dropped(fake,
     assert took < 1.0, f"exited {took:.2f} s after the third signal"
     said = log_events(proxy.log(), "exiting_at_once")
     assert [(line["records_dropped"], line["level"]) for line in said] == [(5, "error")]
+
+
+def test_a_third_signal_also_exits_at_once_while_a_graceful_stop_writes_its_records(fake,
+                                                                                    tmp_path):
+    """One signal, and the records wait for a disk that hangs: the second changes nothing (they
+    are being written, as it would have them), the third exits at once and says what it cost."""
+    prefix = fake.add(Scenario(chat_text_stream(3, done=False)[:3], ending="stall", stall_s=30))
+    session = new_session()
+    hold = stuck_index(tmp_path / "traces" / session)
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url})
+    try:
+        readers, _ = open_streams(proxy, prefix + "/v1/chat/completions", session, 5)
+        proxy.process.send_signal(signal.SIGTERM)
+        for reader in readers:  # the graceful stop ended them; their records are queued
+            assert reader.join(5)[1] in READ_ERRORS
+        time.sleep(0.5)  # by now the stop is writing; if not, the second signal forces it to
+        proxy.process.send_signal(signal.SIGTERM)
+        assert wait_for(lambda: log_events(proxy.log(), "still_writing_records")
+                        or log_events(proxy.log(), "exiting_now"), timeout=5)
+        assert proxy.process.poll() is None
+        proxy.process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        assert proxy.process.wait(timeout=5) == 1
+        took = time.monotonic() - sent
+    finally:
+        proxy.stop()
+        os.close(hold)
+    assert took < 1.0, f"exited {took:.2f} s after the third signal"
+    said = log_events(proxy.log(), "exiting_at_once")
+    assert [line["records_dropped"] for line in said] == [5]

@@ -48,12 +48,20 @@ def _write_records_and_exit(store) -> None:
     exit_process(0)
 
 
-def exit_at_once_on_signal(store, log) -> None:
+def exit_at_once_on_signal(store, log, spare: int = 0) -> None:
     """From now on a stop signal exits at once, saying how many records it dropped (status 1
-    if any, else 0). A plain Python handler, not the loop's: the loop blocks while the store
-    writes, and Python runs this one between the store's short joins (TraceStore.close)."""
+    if any, else 0); the first `spare` ones are only said (`still_writing_records`). A plain
+    Python handler, not the loop's: the loop blocks while the store writes, and Python runs this
+    one between the store's short joins (TraceStore.close)."""
+    spared = 0
 
     def exit_at_once(signum: int, frame) -> None:
+        nonlocal spared
+        if spared < spare:
+            spared += 1
+            log.warning("still_writing_records", pending=store.pending(),
+                        hint="another stop signal exits at once without them")
+            return
         dropped = store.pending()
         log.error("exiting_at_once", reason="a third stop signal", records_dropped=dropped,
                   hint="records not yet written are lost; a second signal alone writes them")

@@ -20,7 +20,8 @@ from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
-from streamtap.proxy.serve.forced import STOP_SIGNALS, exit_process, force_exit
+from streamtap.proxy.serve.forced import (STOP_SIGNALS, exit_at_once_on_signal, exit_process,
+                                           force_exit)
 from streamtap.proxy.serve.refusals import ProxyRunner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route
 from streamtap.proxy.logs import configure_logging
@@ -180,8 +181,12 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
 
+    forced = False
+
     def exit_now() -> None:
         """A second SIGINT/SIGTERM: end the exchanges in flight, write every record, then go."""
+        nonlocal forced
+        forced = True
         force_exit(app[PROXY_KEY], log)
     try:
         exporter = make_exporter(config.export.otlp, log,
@@ -211,6 +216,10 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     await stop.wait()
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
     await runner.cleanup()
+    if not forced:
+        # The loop blocks while the last records are written: a second signal now changes
+        # nothing (they are written, as it would have them), a third exits at once.
+        exit_at_once_on_signal(store, log, spare=1)
     store.close()
     if exporter is not None:  # after the store: its last records are offered on the way out
         exporter.close()
