@@ -259,6 +259,19 @@ def stuck_index(folder: Path) -> int:
         return fd
 
 
+def assert_a_third_signal_exits_at_once(proxy: ProxyProcess, dropped: int) -> None:
+    """The proxy is still writing records (its trace dir hangs): one more SIGTERM ends it at
+    once, status 1, with one line that says how many records that dropped."""
+    assert proxy.process.poll() is None
+    proxy.process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert proxy.process.wait(timeout=5) == 1
+    took = time.monotonic() - sent
+    assert took < 1.0, f"exited {took:.2f} s after the third signal"
+    said = log_events(proxy.log(), "exiting_at_once")
+    assert [(line["records_dropped"], line["level"]) for line in said] == [(dropped, "error")]
+
+
 def test_a_third_signal_exits_at_once_and_says_how_many_records_it_dropped(fake, tmp_path):
     stream = chat_text_stream(3, done=False)[:3]
     prefix = fake.add(Scenario(stream, ending="stall", stall_s=30))
@@ -274,17 +287,10 @@ def test_a_third_signal_exits_at_once_and_says_how_many_records_it_dropped(fake,
             assert reader.join(5)[1] in READ_ERRORS
         for seen in fake.seen[prefix.rsplit("/", 1)[-1]]:
             assert seen.client_left.wait(5)
-        assert proxy.process.poll() is None
-        proxy.process.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        assert proxy.process.wait(timeout=5) == 1
-        took = time.monotonic() - sent
+        assert_a_third_signal_exits_at_once(proxy, dropped=5)
     finally:
         proxy.stop()
         os.close(hold)
-    assert took < 1.0, f"exited {took:.2f} s after the third signal"
-    said = log_events(proxy.log(), "exiting_at_once")
-    assert [(line["records_dropped"], line["level"]) for line in said] == [(5, "error")]
 
 
 def test_a_third_signal_also_exits_at_once_while_a_graceful_stop_writes_its_records(fake,
@@ -304,14 +310,7 @@ def test_a_third_signal_also_exits_at_once_while_a_graceful_stop_writes_its_reco
         proxy.process.send_signal(signal.SIGTERM)
         assert wait_for(lambda: log_events(proxy.log(), "still_writing_records")
                         or log_events(proxy.log(), "exiting_now"), timeout=5)
-        assert proxy.process.poll() is None
-        proxy.process.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        assert proxy.process.wait(timeout=5) == 1
-        took = time.monotonic() - sent
+        assert_a_third_signal_exits_at_once(proxy, dropped=5)
     finally:
         proxy.stop()
         os.close(hold)
-    assert took < 1.0, f"exited {took:.2f} s after the third signal"
-    said = log_events(proxy.log(), "exiting_at_once")
-    assert [line["records_dropped"] for line in said] == [5]
