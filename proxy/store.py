@@ -193,6 +193,7 @@ class TraceStore:
                  clock: Callable[[], float] = time.monotonic):
         self.trace_dir = Path(trace_dir)
         self.log = log
+        self.submitted = 0  # records handed over: each ends written, failed, or still pending
         self.written = 0  # records on disk with their index line (never one without the other)
         self.failed = 0
         self.dropped = 0  # records dropped since the queue last filled up (the disk is slow)
@@ -235,6 +236,7 @@ class TraceStore:
         hundreds of streams end at once). `then` is called with the record once it is written, and
         the record's path (None when it could not be written).
         """
+        self.submitted += 1
         try:
             self._queue.put_nowait((record, started, captured, then))
         except queue.Full:
@@ -245,10 +247,29 @@ class TraceStore:
                                                         "the disk; further ones are dropped "
                                                         "and counted")
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Write what is queued, then stop the writer thread."""
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+    def pending(self) -> int:
+        """Records handed over and neither written nor failed yet (queued, or being written)."""
+        return max(self.submitted - self.written - self.failed, 0)
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Write what is queued, then stop the writer thread; return (and log) how many records
+        were left unwritten when `timeout` ran out (a disk that hangs)."""
+        deadline = time.monotonic() + timeout
+        try:
+            self._queue.put(_STOP, timeout=timeout)
+        except queue.Full:  # the writer is stuck: nothing more will be written in time
+            pass
+        else:
+            # Joined in short steps: the main thread runs a Python signal handler between them
+            # (a third Ctrl-C while a forced exit writes its records, proxy/serve/forced.py).
+            while self._thread.is_alive() and time.monotonic() < deadline:
+                self._thread.join(min(0.05, max(deadline - time.monotonic(), 0)))
+        left = self.pending()
+        if left:
+            self.log.error("records_not_written", count=left,
+                           reason=f"the trace dir took no more within {timeout:g} s",
+                           hint="check that --trace-dir is a writable folder with room")
+        return left
 
     def _drain(self) -> None:
         while True:

@@ -117,6 +117,69 @@ class BackgroundRead:
         return self.received, type(self.error) if self.error else None
 
 
+class RawClient:
+    """HTTP/1.1 on a plain socket: the test decides when (and whether) it reads."""
+
+    def __init__(self, port: int, rcvbuf: int | None = None, timeout: float = 30.0):
+        self.sock = socket.socket()
+        if rcvbuf:  # set before connecting: a small fixed buffer, no autotuning
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", port))
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def request(self, path: str, session: str, body: bytes = b'{"stream": true}') -> None:
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nx-streamtap-session: {session}\r\n\r\n")
+        self.sock.sendall(head.encode() + body)
+
+    def _fill(self) -> None:
+        data = self.sock.recv(256 * 1024)
+        if not data:
+            raise EOFError("the proxy closed the connection")
+        self.buf += data
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        status = int(self._line().split()[1])
+        headers = {}
+        while line := self._line():
+            name, _, value = line.decode().partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, headers
+
+    def body(self, headers: dict[str, str]):
+        """The body as it arrives, de-chunked; stops at its end (the connection stays open)."""
+        if headers.get("transfer-encoding") == "chunked":
+            while size := int(self._line().split(b";")[0], 16):
+                yield self._take(size)
+                self._line()
+            while self._line():  # trailers, then the blank line
+                pass
+            return
+        left = int(headers["content-length"])
+        while left:
+            if not self.buf:
+                self._fill()
+            piece, self.buf = self.buf[:left], self.buf[left:]
+            left -= len(piece)
+            yield piece
+
+
 def raw_request(port: int, request: bytes, timeout: float = 10.0) -> bytes:
     """Send bytes on a fresh loopback connection and return everything until the server closes."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:

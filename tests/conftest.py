@@ -1,4 +1,5 @@
 import shutil
+import socket
 
 import pytest
 
@@ -28,3 +29,13 @@ def proxy(fake, tmp_path_factory):
 @pytest.fixture(scope="session")
 def node():
     return found_or_skip(shutil.which("node"), "node", "nodejs", "the Node tests")
+
+
+@pytest.fixture(scope="module")
+def blackhole():
+    """An upstream that accepts connections (the kernel's backlog) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()

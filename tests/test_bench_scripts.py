@@ -1,8 +1,10 @@
 """The bench scripts the README's figures come from still run: frame_costs.py names every part it
-measures, the raw relay relays (the figures themselves are for a quiet machine, not a test)."""
+measures, the raw relay relays, forced_exit.py counts a forced exit's records (the figures
+themselves are for a quiet machine, not a test)."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -61,3 +63,14 @@ def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
         relay.wait(10)
         upstream.close()
     assert seen == [request] and received == answer
+
+
+def test_forced_exit_counts_every_stream_it_opened_in_the_records():
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "forced_exit.py"), "--streams",
+                             "40", "--timeout", "60"], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(result.stdout)
+    assert (figures["streams"], figures["not_reading"], figures["exit_status"]) == (40, 20, 0)
+    assert figures["records_written"] == figures["records_expected"] == 40
+    assert figures["evidence"] == {"shutdown_forced": 40}  # both signals at once: all forced
+    assert 0 < figures["exit_s"] < 10

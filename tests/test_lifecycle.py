@@ -4,7 +4,6 @@ watchdogs, the one log line per request, the warnings at start and capture mode.
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -23,16 +22,6 @@ from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import CANARY_OUTPUT, chat_text_stream
 
 READ_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
-
-
-@pytest.fixture(scope="module")
-def blackhole():
-    """An upstream that accepts connections (the kernel's backlog) and never answers."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
 
 
 def read_lines(stream, until: str, timeout: float = 10.0) -> str:

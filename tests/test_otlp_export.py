@@ -157,18 +157,9 @@ def test_serve_exports_each_record_and_never_sends_a_canary(fake, sink, tmp_path
     assert "CANARY-OTLP" not in proxy.log()
 
 
-@pytest.fixture
-def hanging_backend():
-    """An OTLP endpoint that accepts connections and never answers (the slowest backend)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    sock.close()
-
-
-def test_a_hanging_backend_never_slows_forwarding_and_drops_are_counted(fake, hanging_backend,
+def test_a_hanging_backend_never_slows_forwarding_and_drops_are_counted(fake, blackhole,
                                                                         tmp_path):
+    hanging_backend = blackhole  # an OTLP endpoint that never answers: the slowest backend
     config = tmp_path / "streamtap.toml"
     config.write_text("[export.otlp]\nqueue_limit = 2\nbatch_size = 1\n")  # timeout 10 s
     proxy = ProxyProcess(tmp_path, {"fake": fake.url}, "--config", str(config),

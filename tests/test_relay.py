@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import io
 import os
-import socket
 import threading
 import time
 
@@ -22,75 +21,12 @@ from streamtap.proxy.serve.body import relay
 from streamtap.proxy.serve.app import build_app
 from streamtap.proxy.config import Config, make_route
 from streamtap.proxy.store import TraceStore
-from tests.clients import wait_for
+from tests.clients import RawClient, wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
 
 BLOCK = os.urandom(64 * 1024)
-
-
-class RawClient:
-    """HTTP/1.1 on a plain socket: the test decides when (and whether) it reads."""
-
-    def __init__(self, port: int, rcvbuf: int | None = None, timeout: float = 30.0):
-        self.sock = socket.socket()
-        if rcvbuf:  # set before connecting: a small fixed buffer, no autotuning
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.settimeout(timeout)
-        self.sock.connect(("127.0.0.1", port))
-        self.buf = b""
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, path: str, session: str, body: bytes = b'{"stream": true}') -> None:
-        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nx-streamtap-session: {session}\r\n\r\n")
-        self.sock.sendall(head.encode() + body)
-
-    def _fill(self) -> None:
-        data = self.sock.recv(256 * 1024)
-        if not data:
-            raise EOFError("the proxy closed the connection")
-        self.buf += data
-
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line
-
-    def _take(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            self._fill()
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def head(self) -> tuple[int, dict[str, str]]:
-        status = int(self._line().split()[1])
-        headers = {}
-        while line := self._line():
-            name, _, value = line.decode().partition(":")
-            headers[name.strip().lower()] = value.strip()
-        return status, headers
-
-    def body(self, headers: dict[str, str]):
-        """The body as it arrives, de-chunked; stops at its end (the connection stays open)."""
-        if headers.get("transfer-encoding") == "chunked":
-            while size := int(self._line().split(b";")[0], 16):
-                yield self._take(size)
-                self._line()
-            while self._line():  # trailers, then the blank line
-                pass
-            return
-        left = int(headers["content-length"])
-        while left:
-            if not self.buf:
-                self._fill()
-            piece, self.buf = self.buf[:left], self.buf[left:]
-            left -= len(piece)
-            yield piece
 
 
 def sha256(chunks) -> str:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -165,20 +166,21 @@ def test_a_file_for_a_trace_dir_is_said_in_the_banner_and_health(fake, tmp_path)
         assert proxy.stop() == 0
 
 
-def test_a_disk_too_slow_for_the_queue_is_said_once_and_in_health(tmp_path, monkeypatch):
-    import threading
+def held_write(gate: threading.Event):
+    """os.write on a disk that hangs until the test sets `gate`."""
+    def write(fd: int, data) -> int:
+        gate.wait(10)
+        return os.write(fd, data)
+    return write
 
+
+def test_a_disk_too_slow_for_the_queue_is_said_once_and_in_health(tmp_path, monkeypatch):
     from streamtap.proxy import store as store_module
 
     monkeypatch.setattr(store_module, "QUEUE_LIMIT", 5)
     gate = threading.Event()
-
-    def slow_write(fd, data):
-        gate.wait(10)
-        return os.write(fd, data)
-
     log = Log()
-    store = TraceStore(tmp_path / "traces", log, write=slow_write)
+    store = TraceStore(tmp_path / "traces", log, write=held_write(gate))
     fill(store, range(30))  # one in the writer's hands, five waiting, the rest dropped
     health = store.health()
     assert health["status"] == "degraded" and "too slow" in health["reason"]
@@ -190,3 +192,18 @@ def test_a_disk_too_slow_for_the_queue_is_said_once_and_in_health(tmp_path, monk
     assert store.written in (5, 6) and store.written + store.failed == 30
     assert log.events("trace_queue_caught_up") == [{"dropped": store.failed}]
     assert store.health()["status"] == "ok"
+
+
+def test_a_disk_that_hangs_at_close_is_left_after_the_timeout_and_said(tmp_path):
+    """Closing waits for the queue at most `timeout`, and says how many records it left: a
+    forced exit must not hang on a disk that does (proxy/serve/forced.py)."""
+    gate = threading.Event()
+    log = Log()
+    store = TraceStore(tmp_path / "traces", log, write=held_write(gate))
+    fill(store, range(4))
+    assert store.pending() == 4
+    started = time.monotonic()
+    assert store.close(timeout=0.3) == 4
+    assert time.monotonic() - started < 2
+    assert [line["count"] for line in log.events("records_not_written")] == [4]
+    gate.set()

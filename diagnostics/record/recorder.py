@@ -62,6 +62,8 @@ class Ending:
     error: dict | None = None  # fingerprint from diagnostics.verdict.errors
     watchdog_fired: str | None = None  # connect | idle | progress
     shutdown: bool = False
+    # A second stop signal ended it at once, without waiting for it (proxy/serve/forced.py)
+    shutdown_forced: bool = False
     proxy_reason: str | None = None  # the proxy answered or ended it itself: request_too_large ...
     fault: dict | None = None
     upstream_end_ms: float | None = None

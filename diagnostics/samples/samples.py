@@ -51,7 +51,7 @@ def sample_ending(record: dict) -> str:
         return "stalled"
     upstream_error = (record.get("error") or {}).get("where") == "upstream_read"
     evidence = (record.get("outcome") or {}).get("evidence") or []
-    if "upstream_reset" in evidence:
+    if "upstream_reset" in evidence or "shutdown_forced" in evidence:  # forced: the client is reset
         return "reset"
     if "upstream_truncated" in evidence or upstream_error or "proxy_shutdown" in evidence:
         return "truncated"

@@ -60,6 +60,7 @@ class Facts:
     content_type: str | None = None  # the response's media type, lower case, no parameters
     notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
     tool_call_end: str | None = None  # what finalizes a tool call in this dialect (base.py)
+    shutdown_forced: bool = False  # a second stop signal ended it at once (Ending.shutdown_forced)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -99,6 +100,7 @@ class Facts:
             content_type=media_type((record.get("response") or {}).get("content_type")),
             notes=list(getattr(ending, "notes", ())),
             tool_call_end=dialect_class.tool_call_end if dialect_class else None,
+            shutdown_forced=ending.shutdown_forced,
         )
 
 
@@ -231,6 +233,17 @@ def injected_fault(f: Facts) -> Verdict | None:
                    f"streamtap injected {action} {trigger_words(fault.get('at'))}, as "
                    f"configured (rule `{fault.get('name')}`), {doing(f, phase)}.{gave_up} "
                    "This is not a real failure.")
+
+
+@rule
+def forced_shutdown(f: Facts) -> Verdict | None:
+    if not f.shutdown_forced:
+        return None
+    phase = stream_phase(f)
+    return Verdict("proxy", phase, "high", ["shutdown_forced"] + side_evidence(f), True,
+                   "streamtap was stopped by a second signal and closed both connections at "
+                   f"once, without waiting for the stream to end; neither {f.provider} nor the "
+                   f"client ended it. It was cut {doing(f, phase)}.")
 
 
 @rule

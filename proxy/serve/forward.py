@@ -56,6 +56,7 @@ class Exchange:
         self.t0 = self.clock()
         self.task = asyncio.current_task()
         self.interrupted: str | None = None  # shutdown | idle | progress
+        self.recorded = False  # its one record is handed over (by run's end, or by force_end)
         self.upstream: aiohttp.ClientResponse | None = None
         self.response: web.StreamResponse | None = None
         self.downstream_bytes = 0
@@ -98,6 +99,19 @@ class Exchange:
         if self.interrupted is None and self.task is not None and not self.task.done():
             self.interrupted = reason
             self.task.cancel()
+
+    def force_end(self) -> None:
+        """A second stop signal: the process is about to exit, so nothing is awaited. Close the
+        upstream, reset the client (it must see an error, never a clean end) and hand the record
+        over with what was seen until now (if its task runs again, it writes no second record)."""
+        if self.recorded:
+            return
+        self.ending.shutdown_forced = True
+        self.close_upstream()
+        sockets.reset(self.request.transport)
+        self.ending.downstream = "aborted"
+        self.ending.downstream_end_ms = self.now()
+        self._write_record(finish_now=True)
 
     # -- the exchange -------------------------------------------------------------------------
     async def run(self) -> web.StreamResponse:
@@ -407,8 +421,13 @@ class Exchange:
         return response
 
     # -- the record ------------------------------------------------------------------------------
-    def _write_record(self) -> None:
-        """Finish the record and hand it to the store. Synchronous: this runs even after a cancel."""
+    def _write_record(self, finish_now: bool = False) -> None:
+        """Finish the record and hand it to the store, once. Synchronous: this runs even after a
+        cancel. `finish_now` finishes it here: the loop may run on after a forced end and touch
+        `ending`, so the store's thread must not read it then."""
+        if self.recorded:
+            return
+        self.recorded = True
         try:
             self.ending.downstream_bytes = self.downstream_bytes
             self.ending.upstream_retry = self.upstream_attempt.retry
@@ -423,7 +442,8 @@ class Exchange:
                 captured = {"request": self.request_body, "response": bytes(self.capture)}
             # The exchange is over: nothing touches recorder or ending again, so the record can
             # be finished on the store's thread rather than here on the event loop.
-            self.proxy.store.submit(lambda: recorder.finish(ending, duration), self.started,
-                                    captured, then=self.proxy.finished)
+            record = recorder.finish(ending, duration) if finish_now else (
+                lambda: recorder.finish(ending, duration))
+            self.proxy.store.submit(record, self.started, captured, then=self.proxy.finished)
         except Exception:  # never let bookkeeping break the client's response
             self.proxy.log.exception("record_failed", route=self.route.name)

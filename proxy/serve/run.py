@@ -1,14 +1,14 @@
 """`streamtap serve`: start the proxy, print where it listens, stop cleanly on SIGINT/SIGTERM.
 
-A second signal means "exit now": the records of finished exchanges are written, then the process
-exits (status 0). The handlers stay until the process is gone, so a signal never kills it midway.
+A second signal means "exit now": the exchanges in flight are ended at once and their records
+written with the others, then the process exits (status 0); a third exits at once (forced.py).
+The handlers stay until the process is gone, so a signal never kills it midway.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
 import json
 import signal
 import sys
@@ -20,6 +20,8 @@ from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
+from streamtap.proxy.serve.forced import (STOP_SIGNALS, exit_at_once_on_signal, exit_process,
+                                           force_exit)
 from streamtap.proxy.serve.refusals import ProxyRunner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route, parse_listen
 from streamtap.proxy.route_typos import typo_warnings
@@ -114,21 +116,21 @@ def banner(config: Config, port: int, trace_problem: str | None = None,
     return "\n".join(lines)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
 def stop_on_signals(exit_now: Callable[[], None] | None = None) -> asyncio.Event:
-    """An event set by SIGINT/SIGTERM; a second signal calls `exit_now` (by default, exits at
-    once: there is nothing to write). Install it before listening: a supervisor may send SIGTERM
-    as soon as it reads the banner."""
+    """An event set by SIGINT/SIGTERM; the second signal calls `exit_now` (by default, exits at
+    once: there is nothing to write), once: what a third does is exit_now's to decide. Install it
+    before listening: a supervisor may send SIGTERM as soon as it reads the banner."""
     if exit_now is None:
         def exit_now() -> None:
-            _exit_now(0)
+            exit_process(0)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    received = 0
 
     def on_signal() -> None:
-        if stop.is_set():
+        nonlocal received
+        received += 1
+        if received == 2:
             exit_now()
         stop.set()
 
@@ -158,15 +160,6 @@ def ignore_late_signals() -> None:
             signal.signal(signum, signal.SIG_IGN)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def _exit_now(status: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
 
 
 async def listen(runner: web.AppRunner, host: str, port: int,
@@ -206,12 +199,13 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
         log.error("trace_dir_unusable", problem=problem,
                   hint="traffic is still forwarded; records will fail until this is fixed")
 
+    forced = False
+
     def exit_now() -> None:
-        """A second SIGINT/SIGTERM: write the records of exchanges already finished, then go."""
-        log.warning("exiting_now", reason="a second stop signal",
-                    inflight=len(app[PROXY_KEY].inflight))
-        store.close()
-        _exit_now(0)
+        """A second SIGINT/SIGTERM: end the exchanges in flight, write every record, then go."""
+        nonlocal forced
+        forced = True
+        force_exit(app[PROXY_KEY], log)
     try:
         exporter = make_exporter(config.export.otlp, log,
                                  {name: route.url for name, route in config.routes.items()},
@@ -254,6 +248,10 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     if metrics_runner is not None:
         await metrics_runner.cleanup()
     await runner.cleanup()
+    if not forced:
+        # The loop blocks while the last records are written: a second signal now changes
+        # nothing (they are written, as it would have them), a third exits at once.
+        exit_at_once_on_signal(store, log, spare=1)
     store.close()
     if exporter is not None:  # after the store: its last records are offered on the way out
         exporter.close()

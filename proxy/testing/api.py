@@ -44,22 +44,6 @@ def _logger():
                     structlog.processors.format_exc_info, structlog.processors.JSONRenderer()])
 
 
-class _CountingStore(TraceStore):
-    """The trace store, counting records handed over, so a reader can wait for all of them."""
-
-    def __init__(self, trace_dir, log):
-        super().__init__(trace_dir, log)
-        self.submitted = 0
-
-    def submit(self, record, started, captured=None, then=None) -> None:
-        self.submitted += 1
-        super().submit(record, started, captured, then)
-
-    @property
-    def settled(self) -> bool:
-        return self.written + self.failed >= self.submitted
-
-
 class FaultHandle:
     """An armed fault rule: `.name`, `.rule` (its fields), `.chosen` (requests it was chosen
     for), `.remove()`. Also a context manager that disarms it on exit."""
@@ -120,7 +104,7 @@ class Proxy(Background):
         self._thread: LoopThread | None = None
         self._runner = None
         self._app = None
-        self._store: _CountingStore | None = None
+        self._store: TraceStore | None = None
         self._final: list[Record] | None = None
         self.port = 0
 
@@ -141,7 +125,7 @@ class Proxy(Background):
 
     async def _start(self) -> int:
         log = _logger()
-        self._store = _CountingStore(self.config.trace_dir, log)
+        self._store = TraceStore(self.config.trace_dir, log)
         problem = self._store.check()
         if problem:
             raise RuntimeError(f"streamtap cannot write records: {problem}; pass a writable "
@@ -220,7 +204,7 @@ class Proxy(Background):
         deadline = time.monotonic() + timeout
         inflight = self._app[PROXY_KEY].inflight
         while time.monotonic() < deadline:
-            if not self._thread.call(lambda: len(inflight)) and self._store.settled:
+            if not self._thread.call(lambda: len(inflight)) and not self._store.pending():
                 break
             time.sleep(0.01)
         return read_records(self.trace_dir)

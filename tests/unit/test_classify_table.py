@@ -80,6 +80,22 @@ ROWS = {
         facts(fault={"fired": True, "action": "throttle", "at": "headers", "name": "t"}),
         verdict("none", "complete", "high", ["terminal_event"], None,
                 "The openai stream completed normally: terminal `[DONE]` after 7 frames.")),
+    # -- forced_shutdown -----------------------------------------------------------------------
+    "a second signal mid tool call, with side evidence": (
+        facts(**OPEN, shutdown_forced=True, phase="tool_input", open_tools=[APPLY_PATCH],
+              upstream="closed_by_proxy", downstream="aborted", unterminated=True),
+        verdict("proxy", "tool_input", "high", ["shutdown_forced", "unterminated_frame"], True,
+                "streamtap was stopped by a second signal and closed both connections at once, "
+                "without waiting for the stream to end; neither openai nor the client ended it. "
+                "It was cut while the model was still writing the arguments of tool call "
+                "`apply_patch` (5 chunks); the call never completed, so no tool ran.")),
+    "a second signal while waiting for the response": (
+        facts(**OPEN, shutdown_forced=True, status=None, phase="before_progress",
+              frame_count=0),
+        verdict("proxy", "before_response", "high", ["shutdown_forced"], True,
+                "streamtap was stopped by a second signal and closed both connections at once, "
+                "without waiting for the stream to end; neither openai nor the client ended it. "
+                "It was cut before the response started.")),
     # -- proxy_shutdown ------------------------------------------------------------------------
     "shutdown mid answer, with side evidence": (
         facts(**OPEN, shutdown=True, phase="text", protocol_errors={"bad_json": 1, "a_code": 2},
@@ -541,6 +557,16 @@ def test_facts_name_the_route_when_there_is_no_provider_and_see_open_frames():
                                             "final chunk) before the model produced any output.")
     _, f = finish(CHAT, provider="", route="")
     assert f.provider == "the provider"
+
+
+def test_a_forced_shutdown_is_read_from_the_ending_and_keeps_the_frames_seen():
+    record, f = finish(CHAT[:-len(b"data: [DONE]\n\n")], upstream="closed_by_proxy",
+                       downstream="aborted", shutdown_forced=True)
+    assert f.shutdown_forced is True
+    assert record["outcome"]["boundary"] == "proxy"
+    assert record["outcome"]["evidence"] == ["shutdown_forced"]
+    assert record["outcome"]["phase"] == "after_finish"
+    assert record["stream"]["frame_count"] == 2 and len(record["frames"]) == 2
 
 
 def test_tools_split_into_open_and_completed():
