@@ -13,8 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.verdict import silences
 
 SLOWING_FAULTS = ("delay", "throttle")
+# Faults that leave the answer whole: the stream's own verdict stands (`hold` keeps the
+# connection open after the terminal event, and says so as a warning).
+ANSWER_KEEPING_FAULTS = SLOWING_FAULTS + ("hold",)
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 NOT_RETRYABLE_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
 RETRYABLE_ERROR_WORDS = ("overloaded", "server_error", "api_error", "rate_limit", "unavailable",
@@ -57,6 +61,14 @@ class Facts:
     stream_requested: bool = False  # the request body said `"stream": true`
     content_type: str | None = None  # the response's media type, lower case, no parameters
     notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
+    # Timeline marks the silences are measured from (ms since the request), and the record's
+    # `close` (who closed, the silence before, keep-alives since the last event, time open after
+    # the terminal event); empty for records written before it was kept.
+    headers_ms: float | None = None
+    first_byte_ms: float | None = None
+    last_event_ms: float | None = None
+    terminal_ms: float | None = None
+    close: dict = field(default_factory=dict)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -95,6 +107,11 @@ class Facts:
             stream_requested=(record.get("request") or {}).get("stream") is True,
             content_type=media_type((record.get("response") or {}).get("content_type")),
             notes=list(getattr(ending, "notes", ())),
+            headers_ms=record["timeline"].get("response_headers"),
+            first_byte_ms=record["timeline"].get("first_byte"),
+            last_event_ms=record["timeline"].get("last_event"),
+            terminal_ms=record["timeline"].get("terminal_event"),
+            close=record.get("close") or {},
         )
 
 
@@ -201,7 +218,7 @@ def trigger_words(at: str | None) -> str:
 @rule
 def injected_fault(f: Facts) -> Verdict | None:
     fault = f.fault
-    if not fault or not fault.get("fired") or fault.get("action") in SLOWING_FAULTS:
+    if not fault or not fault.get("fired") or fault.get("action") in ANSWER_KEEPING_FAULTS:
         return None
     action = fault.get("action")
     evidence = [f"injected_{action}"]
@@ -278,9 +295,14 @@ def client_went_away(f: Facts) -> Verdict | None:
     if f.terminal is not None and f.all_forwarded:
         return None  # it left after it had the terminal event: SDKs close at `[DONE]`
     phase = stream_phase(f)
-    return Verdict("client_abort", phase, "high", ["client_disconnected"] + side_evidence(f), None,
-                   f"The client closed the connection {doing(f, phase)}; streamtap closed the "
-                   f"upstream request so {f.provider} stopped generating.")
+    # One boundary, two evidence codes: whether the client gave up (a timeout) or cancelled is
+    # read from the silence before its close, which is a guess from the wire, not a fact.
+    how = silences.client_close(f)
+    evidence = ["client_disconnected"] + ([how[0]] if how else [])
+    when = f" {how[1]}" if how else ""
+    return Verdict("client_abort", phase, "high", evidence + side_evidence(f), None,
+                   f"The client closed the connection {doing(f, phase)}{when}; streamtap closed "
+                   f"the upstream request so {f.provider} stopped generating.")
 
 
 @rule
@@ -452,6 +474,9 @@ def classify(f: Facts) -> dict:
             break
     else:  # pragma: no cover - closed_without_terminal always speaks
         verdict = Verdict("unknown", None, "low", [], None, "streamtap could not tell.")
+    for code, sentence in silences.remarks(f):
+        verdict.evidence.append(code)
+        verdict.summary += " " + sentence
     for code in f.notes:
         verdict.evidence.append(code)
         verdict.summary += " " + NOTE_SENTENCES.get(code, f"({code})")
