@@ -190,3 +190,21 @@ def test_an_upstream_that_parks_after_message_stop(fake, proxy, node):
     assert waited * 1000 >= record["close"]["open_after_terminal_ms"] >= 1100
     assert (f"stayed open {seconds_said(record, 'open_after_terminal_ms')} more, with 3 "
             "keep-alives every 0.4 s, until fake closed it") in outcome["summary"]
+
+
+def test_readme_names_every_ending_code_threshold_and_client_default():
+    from streamtap.diagnostics.verdict import silences
+    from streamtap.diagnostics.verdict.client_defaults import CLIENT_DEFAULTS
+    from tests.readme import section
+
+    text = " ".join(section("What a trace record holds").split())
+    for code in ("client_timeout", "client_cancel", "heartbeats_only", "headers_then_silence",
+                 "open_after_terminal", "last_byte", "last_event", "close"):
+        assert f"`{code}`" in text, code
+    assert silences.CLIENT_TIMEOUT_MIN_SILENCE_MS == silences.LONG_STRETCH_MS == 1000
+    assert silences.MIN_HEARTBEATS == 2 and "at least two of them" in text
+    for row in CLIENT_DEFAULTS:
+        assert f"{row.ms / 1000:g} s" in text, row
+        assert row.setting == "timeout" or f"`{row.setting}`" in text, row
+    faults = " ".join(section("Reproducing a gateway disconnect").split())
+    assert "`hold`" in faults and "`heartbeat_ms`" in faults

@@ -299,7 +299,7 @@ def client_went_away(f: Facts) -> Verdict | None:
     # read from the silence before its close, which is a guess from the wire, not a fact.
     how = silences.client_close(f)
     evidence = ["client_disconnected"] + ([how[0]] if how else [])
-    when = f" {how[1]}" if how else ""
+    when = f", {how[1]}" if how else ""
     return Verdict("client_abort", phase, "high", evidence + side_evidence(f), None,
                    f"The client closed the connection {doing(f, phase)}{when}; streamtap closed "
                    f"the upstream request so {f.provider} stopped generating.")

@@ -160,14 +160,14 @@ ROWS = {
         facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=40.0,
               close={"by": "client", "at_ms": 2310.0, "silence_ms": 2004.6}),
         verdict("client_abort", "text", "high", ["client_disconnected", "client_timeout"], None,
-                "The client closed the connection while the model was writing its answer after "
+                "The client closed the connection while the model was writing its answer, after "
                 "2.0 s without a byte: its read timeout, not a cancel; streamtap closed the "
                 "upstream request so openai stopped generating.")),
     "client gave up after 300 s without a body byte: undici's bodyTimeout": (
         facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=900.0,
               close={"by": "client", "at_ms": 301_500.0, "silence_ms": 300_004.0}),
         verdict("client_abort", "text", "high", ["client_disconnected", "client_timeout"], None,
-                "The client closed the connection while the model was writing its answer after "
+                "The client closed the connection while the model was writing its answer, after "
                 "300.0 s without a byte: its read timeout (Node's fetch (undici) default "
                 "bodyTimeout (300 s)), not a cancel; streamtap closed the upstream request so "
                 "openai stopped generating.")),
@@ -176,7 +176,7 @@ ROWS = {
               close={"by": "client", "at_ms": 600_020.0, "silence_ms": 600_012.0}),
         verdict("client_abort", "before_response", "high",
                 ["client_disconnected", "client_timeout"], None,
-                "The client closed the connection before the response started after 600.0 s "
+                "The client closed the connection before the response started, after 600.0 s "
                 "without a byte: its read timeout (the openai Python SDK default timeout (600 s) "
                 "or the anthropic Python SDK default timeout (600 s)), not a cancel; streamtap "
                 "closed the upstream request so openai stopped generating.")),
@@ -184,14 +184,14 @@ ROWS = {
         facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=50.0,
               close={"by": "client", "at_ms": 180.0, "silence_ms": 3.2}),
         verdict("client_abort", "text", "high", ["client_disconnected", "client_cancel"], None,
-                "The client closed the connection while the model was writing its answer while "
+                "The client closed the connection while the model was writing its answer, while "
                 "bytes were flowing (the last one 3 ms before): a cancel, not a timeout; "
                 "streamtap closed the upstream request so openai stopped generating.")),
     "a long silence no longer than earlier pauses is not taken for a timeout": (
         facts(**OPEN, downstream="client_gone", phase="reasoning", max_gap_ms=3000.0,
               close={"by": "client", "at_ms": 9000.0, "silence_ms": 1500.0}),
         verdict("client_abort", "reasoning", "high", ["client_disconnected", "client_cancel"],
-                None, "The client closed the connection while the model was reasoning while "
+                None, "The client closed the connection while the model was reasoning, while "
                 "bytes were flowing (the last one 1500 ms before): a cancel, not a timeout; "
                 "streamtap closed the upstream request so openai stopped generating.")),
     "client left once it had the terminal (SDKs close at [DONE])": (
@@ -414,7 +414,7 @@ ROWS = {
               headers_ms=400.0, close={"by": "client", "at_ms": 29_400.0, "silence_ms": 29_000.0}),
         verdict("client_abort", "before_progress", "high",
                 ["client_disconnected", "client_timeout", "headers_then_silence"], None,
-                "The client closed the connection before the model produced any output after "
+                "The client closed the connection before the model produced any output, after "
                 "29.0 s without a byte: its read timeout, not a cancel; streamtap closed the "
                 "upstream request so openai stopped generating. openai answered 200 at 0.4 s "
                 "and then nothing came for 29.0 s.")),
