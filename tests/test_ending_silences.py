@@ -58,7 +58,7 @@ def test_openai_sdk_stream_close_after_two_chunks_is_a_client_cancel(fake, proxy
     assert (outcome["boundary"], outcome["phase"]) == ("client_abort", "text")
     assert outcome["evidence"] == ["client_disconnected", "client_cancel"]
     assert record["close"]["silence_ms"] < 1000, record["close"]
-    assert "while bytes were flowing" in outcome["summary"]
+    assert "with bytes still flowing" in outcome["summary"]
     assert "a cancel, not a timeout" in outcome["summary"]
 
 

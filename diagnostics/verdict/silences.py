@@ -43,7 +43,7 @@ def client_close(f: "Facts") -> tuple[str, str] | None:
         which = f" ({client_defaults.describe(matched)})" if matched else ""
         return ("client_timeout", f"after {seconds(silence)} without a byte: its read "
                                   f"timeout{which}, not a cancel")
-    return ("client_cancel", f"while bytes were flowing (the last one {silence:.0f} ms before): "
+    return ("client_cancel", f"with bytes still flowing (the last one {silence:.0f} ms before): "
                              "a cancel, not a timeout")
 
 

@@ -184,15 +184,15 @@ ROWS = {
         facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=50.0,
               close={"by": "client", "at_ms": 180.0, "silence_ms": 3.2}),
         verdict("client_abort", "text", "high", ["client_disconnected", "client_cancel"], None,
-                "The client closed the connection while the model was writing its answer, while "
-                "bytes were flowing (the last one 3 ms before): a cancel, not a timeout; "
+                "The client closed the connection while the model was writing its answer, with "
+                "bytes still flowing (the last one 3 ms before): a cancel, not a timeout; "
                 "streamtap closed the upstream request so openai stopped generating.")),
     "a long silence no longer than earlier pauses is not taken for a timeout": (
         facts(**OPEN, downstream="client_gone", phase="reasoning", max_gap_ms=3000.0,
               close={"by": "client", "at_ms": 9000.0, "silence_ms": 1500.0}),
         verdict("client_abort", "reasoning", "high", ["client_disconnected", "client_cancel"],
-                None, "The client closed the connection while the model was reasoning, while "
-                "bytes were flowing (the last one 1500 ms before): a cancel, not a timeout; "
+                None, "The client closed the connection while the model was reasoning, with "
+                "bytes still flowing (the last one 1500 ms before): a cancel, not a timeout; "
                 "streamtap closed the upstream request so openai stopped generating.")),
     "client left once it had the terminal (SDKs close at [DONE])": (
         facts(downstream="client_gone", all_forwarded=True),
