@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.verdict.classify import Facts, classify
+from streamtap.diagnostics.verdict.classify import SLOWING_FAULTS, Facts, classify
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, FRAMING_NONE, Dialect, frame_decoder
@@ -71,7 +71,7 @@ def closed_by(ending: Ending) -> str | None:
     if ending.downstream == "client_gone":
         return "client"
     if (ending.shutdown or ending.watchdog_fired or ending.proxy_reason
-            or (fault.get("fired") and fault.get("action") not in ("delay", "throttle"))):
+            or (fault.get("fired") and fault.get("action") not in SLOWING_FAULTS)):
         return "streamtap"
     if ending.upstream in ("complete", "reset", "truncated", "error"):
         return "upstream"

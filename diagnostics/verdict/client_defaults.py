@@ -1,5 +1,6 @@
 """Well-known client timeouts, so that a client that closed after a silence can be told it met
-its own default ("Node's fetch (undici) bodyTimeout, 300 s") rather than a provider's failure.
+its own default ("300 s is the default bodyTimeout of Node's fetch") rather than a provider's
+failure.
 
 Each row cites where the default is set; change a row only with a new source.
 """
@@ -26,8 +27,8 @@ CLIENT_DEFAULTS = (
     # and "bodyTimeout ... Default: `300e3` ... Monitors time between receiving body data"
     # (set back to 300 s by nodejs/undici#1937 after a 30 s spell in Node 18.14.1; Node 20 ships
     # undici 6.x with the same defaults).
-    ClientDefault("Node's fetch (undici)", "headersTimeout", 300_000, HEADERS),
-    ClientDefault("Node's fetch (undici)", "bodyTimeout", 300_000, BODY),
+    ClientDefault("Node's fetch", "headersTimeout", 300_000, HEADERS),
+    ClientDefault("Node's fetch", "bodyTimeout", 300_000, BODY),
     # openai-python src/openai/_constants.py: DEFAULT_TIMEOUT = httpx.Timeout(timeout=600,
     # connect=5.0), so 600 s for every read.
     ClientDefault("the openai Python SDK", "timeout", 600_000, ANY),
@@ -55,6 +56,7 @@ def matching_defaults(silence_ms: float, waiting_for: str) -> list[ClientDefault
 
 
 def describe(rows: list[ClientDefault]) -> str:
-    """`Node's fetch (undici) bodyTimeout (300 s)`, several joined with `or`."""
-    return " or ".join(f"{row.client} default {row.setting} ({row.ms / 1000:g} s)"
-                       for row in rows)
+    """`300 s is the default bodyTimeout of Node's fetch`; rows that match one silence share
+    their limit, so it is said once and the clients are joined with `or`."""
+    whose = " or ".join(f"the default {row.setting} of {row.client}" for row in rows)
+    return f"{rows[0].ms / 1000:g} s is {whose}"

@@ -42,7 +42,7 @@ def client_close(f: "Facts") -> tuple[str, str] | None:
         matched = client_defaults.matching_defaults(silence, waiting_for)
         which = f" ({client_defaults.describe(matched)})" if matched else ""
         return ("client_timeout", f"after {seconds(silence)} without a byte: its read "
-                                  f"timeout{which}, not a cancel")
+                                  f"timeout, not a cancel{which}")
     return ("client_cancel", f"with bytes still flowing (the last one {silence:.0f} ms before): "
                              "a cancel, not a timeout")
 

@@ -168,18 +168,18 @@ ROWS = {
               close={"by": "client", "at_ms": 301_500.0, "silence_ms": 300_004.0}),
         verdict("client_abort", "text", "high", ["client_disconnected", "client_timeout"], None,
                 "The client closed the connection while the model was writing its answer, after "
-                "300.0 s without a byte: its read timeout (Node's fetch (undici) default "
-                "bodyTimeout (300 s)), not a cancel; streamtap closed the upstream request so "
-                "openai stopped generating.")),
+                "300.0 s without a byte: its read timeout, not a cancel (300 s is the default "
+                "bodyTimeout of Node's fetch); streamtap closed the upstream request so openai "
+                "stopped generating.")),
     "client gave up before the headers after 600 s: the Python SDKs' default": (
         facts(**OPEN, status=None, downstream="client_gone", phase="before_progress",
               close={"by": "client", "at_ms": 600_020.0, "silence_ms": 600_012.0}),
         verdict("client_abort", "before_response", "high",
                 ["client_disconnected", "client_timeout"], None,
                 "The client closed the connection before the response started, after 600.0 s "
-                "without a byte: its read timeout (the openai Python SDK default timeout (600 s) "
-                "or the anthropic Python SDK default timeout (600 s)), not a cancel; streamtap "
-                "closed the upstream request so openai stopped generating.")),
+                "without a byte: its read timeout, not a cancel (600 s is the default timeout "
+                "of the openai Python SDK or the default timeout of the anthropic Python SDK); "
+                "streamtap closed the upstream request so openai stopped generating.")),
     "client closed while bytes were flowing: a cancel": (
         facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=50.0,
               close={"by": "client", "at_ms": 180.0, "silence_ms": 3.2}),

@@ -4,7 +4,10 @@ interval), time open after the terminal event; `last_byte` apart from `last_even
 
 from __future__ import annotations
 
+import pytest
+
 from streamtap.diagnostics.record.recorder import Ending, Recorder
+from streamtap.diagnostics.verdict.client_defaults import matching_defaults
 
 TEXT = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
 FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
@@ -77,3 +80,17 @@ def test_a_complete_stream_held_open_stays_a_success_with_a_warning():
     assert record["outcome"]["summary"].endswith(
         "Complete at 12.3 s; the connection stayed open 76.0 s more, with 2 keep-alives every "
         "15.0 s, until openai closed it; a client that waits for the close waited too.")
+
+
+@pytest.mark.parametrize("silence_ms, waiting_for, named", [
+    (5_004.0, "body", ["httpx timeout"]),
+    (300_020.0, "body", ["Node's fetch bodyTimeout"]),
+    (300_020.0, "headers", ["Node's fetch headersTimeout"]),
+    (600_300.0, "body", ["the openai Python SDK timeout", "the anthropic Python SDK timeout"]),
+    (299_000.0, "body", []),  # a timer never fires before its limit
+    (320_000.0, "body", []),  # nor long after it
+    (2_004.0, "body", []),  # a timeout the client set itself: said, not named
+])
+def test_a_silence_names_the_client_default_it_matches(silence_ms, waiting_for, named):
+    rows = matching_defaults(silence_ms, waiting_for)
+    assert [f"{row.client} {row.setting}" for row in rows] == named
