@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.verdict.classify import Facts, classify
+from streamtap.diagnostics.verdict.classify import SLOWING_FAULTS, Facts, classify
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
@@ -31,7 +31,7 @@ from streamtap.diagnostics.verdict.stream import StreamState, token
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
-                  "upstream_end", "downstream_end")
+                  "upstream_end", "downstream_end", "last_byte", "last_event")
 
 # Record fields the credential sweep at the end of `Recorder.finish` leaves alone: streamtap's own
 # values and the configuration's names (route, dialect), which may share a placeholder key's word
@@ -77,6 +77,42 @@ class Ending:
     notes: list[str] = field(default_factory=list)
 
 
+def closed_by(ending: Ending) -> str | None:
+    """Who ended the connection: `client`, `streamtap` (a fault, a watchdog, shutdown, its own
+    answer) or `upstream`; None when nothing was connected."""
+    fault = ending.fault or {}
+    if ending.downstream == "client_gone":
+        return "client"
+    if (ending.shutdown or ending.watchdog_fired or ending.proxy_reason
+            or (fault.get("fired") and fault.get("action") not in SLOWING_FAULTS)):
+        return "streamtap"
+    if ending.upstream in ("complete", "reset", "truncated", "error"):
+        return "upstream"
+    return None
+
+
+def close_facts(ending: Ending, marks: dict, state: StreamState, duration_ms: float) -> dict:
+    """The record's `close`: when the connection ended as the client saw it, who ended it, how
+    long nothing had come before, the keep-alives since the last real event, and how long it
+    stayed open after the terminal event. Numbers and one fixed word: no content, no secret."""
+    close_ms = next(value for value in (ending.downstream_end_ms, ending.upstream_end_ms,
+                                        duration_ms) if value is not None)
+    # The last sign of life: a body byte, else the headers, else the request going out.
+    alive = next((value for value in (marks["last_byte"], marks["response_headers"],
+                                      marks["request_sent"]) if value is not None), 0.0)
+    beats = state.beats_since_event
+    interval = None
+    if beats >= 2:
+        interval = round((state.last_beat_ms - state.first_beat_ms) / (beats - 1), 1)
+    after_terminal = None
+    if state.terminal_ms is not None:
+        after_terminal = round(max(close_ms - state.terminal_ms, 0.0), 1)
+    return {"by": closed_by(ending), "at_ms": round(close_ms, 1),
+            "silence_ms": round(max(close_ms - alive, 0.0), 1),
+            "heartbeats_since_event": beats, "heartbeat_interval_ms": interval,
+            "open_after_terminal_ms": after_terminal}
+
+
 class Recorder:
     def __init__(self, *, trace_id: str, session_id: str, message_id: str | None,
                  started_at: str, route: str, provider: str, configured_dialect: str | None = None,
@@ -119,6 +155,7 @@ class Recorder:
         self._tail: deque[list] = deque(maxlen=max(limits.max_frames - limits.max_frames // 2, 0))
         self._head_cap = limits.max_frames // 2
         self._last_frame_ms: float | None = None
+        self._last_byte_ms: float | None = None
         self.max_gap_ms = 0.0
 
     # -- the named points -----------------------------------------------------------------
@@ -208,6 +245,7 @@ class Recorder:
     def feed(self, chunk: bytes, t_ms: float) -> None:
         """One upstream body chunk, as on the wire."""
         self.stream_bytes += len(chunk)
+        self._last_byte_ms = t_ms
         if self.marks["first_byte"] is None:
             self.marks["first_byte"] = t_ms
         if self._decompress is not None:
@@ -330,6 +368,8 @@ class Recorder:
         marks["terminal_event"] = state.terminal_ms
         marks["upstream_end"] = ending.upstream_end_ms
         marks["downstream_end"] = ending.downstream_end_ms
+        marks["last_byte"] = self._last_byte_ms
+        marks["last_event"] = state.last_event_ms
         status = self.response["status"] if self.response else None
         error = dict(ending.error) if ending.error else None
         provider_error = None
@@ -404,6 +444,7 @@ class Recorder:
             "watchdog": {**ending.watchdog, "fired": ending.watchdog_fired},
             "fault": ending.fault,
             "upstream_retry": ending.upstream_retry,
+            "close": close_facts(ending, marks, state, duration_ms),
             "capture": self.capture,
         }
         outcome = classify(Facts.from_record(record, state, ending))

@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
+from streamtap.diagnostics.verdict import silences
 from streamtap.diagnostics.verdict.arguments import TOO_LARGE
 
 SLOWING_FAULTS = ("delay", "throttle")
+# Faults that leave the answer whole: the stream's own verdict stands (`hold` keeps the
+# connection open after the terminal event, and says so as a warning).
+ANSWER_KEEPING_FAULTS = SLOWING_FAULTS + ("hold",)
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 NOT_RETRYABLE_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 422})
 RETRYABLE_ERROR_WORDS = ("overloaded", "server_error", "api_error", "rate_limit", "unavailable",
@@ -61,6 +65,14 @@ class Facts:
     notes: list[str] = field(default_factory=list)  # the proxy's own observations (Ending.notes)
     tool_call_end: str | None = None  # what finalizes a tool call in this dialect (base.py)
     shutdown_forced: bool = False  # a second stop signal ended it at once (Ending.shutdown_forced)
+    # Timeline marks the silences are measured from (ms since the request), and the record's
+    # `close` (who closed, the silence before, keep-alives since the last event, time open after
+    # the terminal event); empty for records written before it was kept.
+    headers_ms: float | None = None
+    first_byte_ms: float | None = None
+    last_event_ms: float | None = None
+    terminal_ms: float | None = None
+    close: dict = field(default_factory=dict)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -101,6 +113,11 @@ class Facts:
             notes=list(getattr(ending, "notes", ())),
             tool_call_end=dialect_class.tool_call_end if dialect_class else None,
             shutdown_forced=ending.shutdown_forced,
+            headers_ms=record["timeline"].get("response_headers"),
+            first_byte_ms=record["timeline"].get("first_byte"),
+            last_event_ms=record["timeline"].get("last_event"),
+            terminal_ms=record["timeline"].get("terminal_event"),
+            close=record.get("close") or {},
         )
 
 
@@ -221,7 +238,7 @@ def trigger_words(at: str | None) -> str:
 @rule
 def injected_fault(f: Facts) -> Verdict | None:
     fault = f.fault
-    if not fault or not fault.get("fired") or fault.get("action") in SLOWING_FAULTS:
+    if not fault or not fault.get("fired") or fault.get("action") in ANSWER_KEEPING_FAULTS:
         return None
     action = fault.get("action")
     evidence = [f"injected_{action}"]
@@ -309,9 +326,14 @@ def client_went_away(f: Facts) -> Verdict | None:
     if f.terminal is not None and f.all_forwarded:
         return None  # it left after it had the terminal event: SDKs close at `[DONE]`
     phase = stream_phase(f)
-    return Verdict("client_abort", phase, "high", ["client_disconnected"] + side_evidence(f), None,
-                   f"The client closed the connection {doing(f, phase)}; streamtap closed the "
-                   f"upstream request so {f.provider} stopped generating.")
+    # One boundary, two evidence codes: whether the client gave up (a timeout) or cancelled is
+    # read from the silence before its close, which is a guess from the wire, not a fact.
+    how = silences.client_close(f)
+    evidence = ["client_disconnected"] + ([how[0]] if how else [])
+    when = f", {how[1]}" if how else ""
+    return Verdict("client_abort", phase, "high", evidence + side_evidence(f), None,
+                   f"The client closed the connection {doing(f, phase)}{when}; streamtap closed "
+                   f"the upstream request so {f.provider} stopped generating.")
 
 
 @rule
@@ -510,6 +532,9 @@ def classify(f: Facts) -> dict:
             break
     else:  # pragma: no cover - closed_without_terminal always speaks
         verdict = Verdict("unknown", None, "low", [], None, "streamtap could not tell.")
+    for code, sentence in silences.remarks(f):
+        verdict.evidence.append(code)
+        verdict.summary += " " + sentence
     for code in f.notes:
         verdict.evidence.append(code)
         verdict.summary += " " + NOTE_SENTENCES.get(code, f"({code})")

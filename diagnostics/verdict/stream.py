@@ -105,6 +105,12 @@ class StreamState:
         self.first_event_ms: float | None = None
         self.first_progress_ms: float | None = None
         self.last_progress_ms: float | None = None
+        # The last event that was not a keep-alive, and the keep-alives since it (how many, the
+        # first and the last): a stall behind heartbeats is a long run of these.
+        self.last_event_ms: float | None = None
+        self.beats_since_event = 0
+        self.first_beat_ms: float | None = None
+        self.last_beat_ms: float | None = None
         self.phase = ev.BEFORE_PROGRESS
         self.protocol_errors: dict[str, int] = {}
         self.held_argument_bytes = 0  # argument text held by open calls (arguments.py)
@@ -115,7 +121,13 @@ class StreamState:
         counts = self.event_counts
         counts[kind] = counts.get(kind, 0) + 1
         if kind == ev.KEEPALIVE:
+            self.beats_since_event += 1
+            if self.beats_since_event == 1:
+                self.first_beat_ms = t_ms
+            self.last_beat_ms = t_ms
             return
+        self.last_event_ms = t_ms
+        self.beats_since_event = 0
         if self.first_event_ms is None:
             self.first_event_ms = t_ms
         if kind in ev.PROGRESS_KINDS:

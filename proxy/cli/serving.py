@@ -21,6 +21,7 @@ ACTION_HELP = {
     "stall": "stop forwarding", "error_chunk": "the dialect's error event in the stream",
     "http_error": "answer an HTTP error instead of the upstream", "delay": "add latency",
     "throttle": "limit bytes per second",
+    "hold": "keep the connection open after the terminal event",
 }
 
 
@@ -156,8 +157,8 @@ def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
                      help="route, path, model or session glob (repeatable; all must match)")
     add.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="an action parameter: status, style, type, code, message, body, "
-                          "duration_ms, then, latency_ms, jitter_ms, per_frame, bytes_per_s, "
-                          "mid_frame, retry_after (repeatable)")
+                          "duration_ms, then, heartbeat_ms, latency_ms, jitter_ms, per_frame, "
+                          "bytes_per_s, mid_frame, retry_after (repeatable)")
 
 
 def cmd_fault(args: argparse.Namespace) -> int:

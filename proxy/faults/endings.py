@@ -5,6 +5,7 @@ reset an injected one is."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -14,9 +15,21 @@ STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leavi
 ENDS = ("close", "truncate", "reset")
 
 
-async def stall(duration_s: float | None) -> None:
-    """Send nothing for `duration_s` (None: until the client leaves, which cancels the handler)."""
-    await asyncio.sleep(duration_s if duration_s else STALL_FOREVER_S)
+async def stall(duration_s: float | None, beat: Callable[[], Awaitable[None]] | None = None,
+                every_s: float = 0.0) -> None:
+    """Send nothing for `duration_s` (None: until the client leaves, which cancels the handler),
+    or nothing but `beat()` every `every_s`: a stall behind keep-alives, which resets a client's
+    idle timer on every beat."""
+    total = duration_s if duration_s else STALL_FOREVER_S
+    if beat is None or every_s <= 0:
+        await asyncio.sleep(total)
+        return
+    loop = asyncio.get_running_loop()
+    end = loop.time() + total
+    while (left := end - loop.time()) > 0:
+        await asyncio.sleep(min(every_s, left))
+        if end - loop.time() > 0:
+            await beat()
 
 
 async def end_response(response: web.StreamResponse, transport, how: str) -> str:

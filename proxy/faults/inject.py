@@ -89,6 +89,18 @@ class FaultRun:
             return recorder.dialect.name
         return self.ex.route.dialect or dialect_for_path(recorder.request.get("path", ""))
 
+    def heartbeat(self, response: web.StreamResponse):
+        """What a stall or a hold sends every `heartbeat_ms`, or None for silence."""
+        if not self.rule.heartbeat_ms:
+            return None
+        dialect = self.ex.recorder.dialect
+        # NDJSON has no comment: a blank line is what its readers skip.
+        frame = b"\n" if dialect is not None and dialect.framing == "ndjson" else b": keepalive\n\n"
+
+        async def beat() -> None:
+            await self.ex.deliver(response, frame)
+        return beat
+
     def error_frame(self) -> bytes:
         rule = self.rule
         dialect = self._dialect() or "openai-chat"
@@ -214,6 +226,11 @@ class FaultRun:
             # A slowing fault delivers everything from the cut on, the terminal frame included
             # (only drop_terminal leaves it out, and it ends the stream in _act).
             rest = bytes(pending[cut - delivered:])
+            if self.rule.action == "hold":  # the terminal event goes out; the close waits
+                await ex.deliver(response, bytes(pending))
+                pending.clear()
+                scanner = None
+                continue
             if self.rule.action in ("delay", "throttle"):
                 await ex.deliver(response, head)
                 if self.slows_every_chunk:
@@ -226,7 +243,22 @@ class FaultRun:
                 continue
             return await self._act(response, head, upstream)
         await ex.deliver(response, bytes(pending))
+        if self.fired and self.rule.action == "hold":
+            return await self._hold(upstream, response)
         return await ex.finish_upstream_clean(upstream, response)
+
+    async def _hold(self, upstream, response: web.StreamResponse) -> web.StreamResponse:
+        """The upstream ended after its terminal event; keep the client's connection open
+        `duration_ms` (0: until the client leaves), with keep-alives if asked, then end it."""
+        ex, rule = self.ex, self.rule
+        ex.ending.upstream = "complete"
+        ex.ending.upstream_end_ms = ex.now()
+        upstream.release()
+        await stall(rule.duration_ms / 1000.0, self.heartbeat(response),
+                    rule.heartbeat_ms / 1000.0)
+        await response.write_eof()
+        ex.ending.downstream_end_ms = ex.now()
+        return response
 
     def _frame_pieces(self, data: bytes) -> list[bytes]:
         """`data` cut after each frame end (a blank line; a line for NDJSON), for per-frame delays."""
@@ -265,7 +297,8 @@ class FaultRun:
         ex.close_upstream()
         action = rule.action
         if action == "stall":
-            await stall(rule.duration_ms / 1000.0)
+            await stall(rule.duration_ms / 1000.0, self.heartbeat(response),
+                        rule.heartbeat_ms / 1000.0)
             action = rule.then
         if action == "error_chunk":
             await ex.deliver(response, self.error_frame())

@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass, field, fields
 from streamtap.diagnostics.decode.triggers import Trigger, TriggerError, parse_trigger
 
 ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
-           "delay", "throttle")
+           "delay", "throttle", "hold")
 # Faults that only slow a stream; the others end or alter it (and make the outcome `injected`).
 SLOWING = ("delay", "throttle")
-DEFAULT_AT = {"http_error": "request", "drop_terminal": "terminal", "delay": "headers"}
+DEFAULT_AT = {"http_error": "request", "drop_terminal": "terminal", "delay": "headers",
+              "hold": "terminal"}
 MATCH_KEYS = ("route", "path", "model", "session")
 SOURCES = ("header", "api", "config")
 FAULT_HEADER = "x-streamtap-fault"
@@ -59,6 +60,9 @@ class FaultRule:
     body: str | None = None
     duration_ms: int = 0  # stall: 0 = until the client gives up
     then: str = "close"  # stall: how it ends, close | reset
+    # stall, hold: a keep-alive every N ms while nothing else is sent (an SSE comment; a blank
+    # line for NDJSON, which has no comment); 0 = silence
+    heartbeat_ms: int = 0
     latency_ms: int = 0
     jitter_ms: int = 0
     per_frame: bool = False
@@ -99,7 +103,8 @@ class FaultRule:
 
 _BOOKKEEPING = ("source", "chosen", "fired", "auto_named")
 _RULE_KEYS = tuple(f.name for f in fields(FaultRule) if f.name not in _BOOKKEEPING)
-_INT_KEYS = ("times", "status", "duration_ms", "latency_ms", "jitter_ms", "bytes_per_s")
+_INT_KEYS = ("times", "status", "duration_ms", "latency_ms", "jitter_ms", "bytes_per_s",
+             "heartbeat_ms")
 _BOOL_KEYS = ("per_frame", "mid_frame")
 
 
@@ -153,6 +158,9 @@ def rule_from_mapping(data: dict, source: str, default_name: str = "") -> FaultR
     if action == "drop_terminal" and trigger.kind != "terminal":
         raise FaultError("at", "drop_terminal removes the terminal event, so it fires at "
                                "`terminal`")
+    if action == "hold" and trigger.kind != "terminal":
+        raise FaultError("at", "hold keeps the connection open after the terminal event, so it "
+                               "fires at `terminal`")
     match = values.get("match", {})
     if not isinstance(match, dict):
         raise FaultError("match", "expected a table of KEY = GLOB")

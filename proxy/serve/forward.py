@@ -134,6 +134,7 @@ class Exchange:
             if self.interrupted is None:
                 # aiohttp cancels the handler when the client disconnects.
                 self.ending.downstream = "client_gone"
+                self.ending.downstream_end_ms = self.now()  # the silence before it is evidence
                 self.close_upstream()
                 raise
             self.task.uncancel()

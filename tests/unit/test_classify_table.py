@@ -171,6 +171,45 @@ ROWS = {
         verdict("client_abort", "after_finish", "high", ["client_disconnected"], None,
                 "The client closed the connection after the model had finished (finish reason "
                 "`stop`); streamtap closed the upstream request so openai stopped generating.")),
+    # whether it gave up or cancelled: the silence before its close (diagnostics/verdict/silences)
+    "client gave up after 2 s without a byte: its read timeout": (
+        facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=40.0,
+              close={"by": "client", "at_ms": 2310.0, "silence_ms": 2004.6}),
+        verdict("client_abort", "text", "high", ["client_disconnected", "client_timeout"], None,
+                "The client closed the connection while the model was writing its answer, after "
+                "2.0 s without a byte: its read timeout, not a cancel; streamtap closed the "
+                "upstream request so openai stopped generating.")),
+    "client gave up after 300 s without a body byte: undici's bodyTimeout": (
+        facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=900.0,
+              close={"by": "client", "at_ms": 301_500.0, "silence_ms": 300_004.0}),
+        verdict("client_abort", "text", "high", ["client_disconnected", "client_timeout"], None,
+                "The client closed the connection while the model was writing its answer, after "
+                "300.0 s without a byte: its read timeout, not a cancel (300 s is the default "
+                "bodyTimeout of Node's fetch); streamtap closed the upstream request so openai "
+                "stopped generating.")),
+    "client gave up before the headers after 600 s: the Python SDKs' default": (
+        facts(**OPEN, status=None, downstream="client_gone", phase="before_progress",
+              close={"by": "client", "at_ms": 600_020.0, "silence_ms": 600_012.0}),
+        verdict("client_abort", "before_response", "high",
+                ["client_disconnected", "client_timeout"], None,
+                "The client closed the connection before the response started, after 600.0 s "
+                "without a byte: its read timeout, not a cancel (600 s is the default timeout "
+                "of the openai Python SDK or the default timeout of the anthropic Python SDK); "
+                "streamtap closed the upstream request so openai stopped generating.")),
+    "client closed while bytes were flowing: a cancel": (
+        facts(**OPEN, downstream="client_gone", phase="text", max_gap_ms=50.0,
+              close={"by": "client", "at_ms": 180.0, "silence_ms": 3.2}),
+        verdict("client_abort", "text", "high", ["client_disconnected", "client_cancel"], None,
+                "The client closed the connection while the model was writing its answer, with "
+                "bytes still flowing (the last one 3 ms before): a cancel, not a timeout; "
+                "streamtap closed the upstream request so openai stopped generating.")),
+    "a long silence no longer than earlier pauses is not taken for a timeout": (
+        facts(**OPEN, downstream="client_gone", phase="reasoning", max_gap_ms=3000.0,
+              close={"by": "client", "at_ms": 9000.0, "silence_ms": 1500.0}),
+        verdict("client_abort", "reasoning", "high", ["client_disconnected", "client_cancel"],
+                None, "The client closed the connection while the model was reasoning, with "
+                "bytes still flowing (the last one 1500 ms before): a cancel, not a timeout; "
+                "streamtap closed the upstream request so openai stopped generating.")),
     "client left once it had the terminal (SDKs close at [DONE])": (
         facts(downstream="client_gone", all_forwarded=True),
         verdict("none", "complete", "high", ["terminal_event"], None,
@@ -395,6 +434,80 @@ ROWS = {
                 "openai (or a gateway in between) closed the stream cleanly, without the "
                 "terminal event, while the model was writing its answer; the client may have "
                 "shown a short answer without any error.")),
+    # -- remarks any verdict gets: the silences around the ending (verdict/silences.py) ---------
+    "stalled behind keep-alives, then the provider closed": (
+        facts(**OPEN, phase="text", last_event_ms=1200.0, headers_ms=400.0, first_byte_ms=450.0,
+              close={"by": "upstream", "at_ms": 301_200.0, "silence_ms": 15_000.0,
+                     "heartbeats_since_event": 20, "heartbeat_interval_ms": 15_000.0}),
+        verdict("provider_close", "text", "medium",
+                ["clean_close", "no_terminal_event", "heartbeats_only"], True,
+                "openai (or a gateway in between) closed the stream cleanly, without the "
+                "terminal event, while the model was writing its answer; the client may have "
+                "shown a short answer without any error. For 300.0 s after the last event only "
+                "keep-alives arrived (20, every 15.0 s) and no event: a client whose timer "
+                "resets on any byte never fires.")),
+    "one keep-alive is not a stall behind keep-alives": (
+        facts(**OPEN, phase="text", last_event_ms=1200.0, headers_ms=400.0, first_byte_ms=450.0,
+              close={"by": "upstream", "at_ms": 31_200.0, "silence_ms": 15_000.0,
+                     "heartbeats_since_event": 1, "heartbeat_interval_ms": None}),
+        verdict("provider_close", "text", "medium", ["clean_close", "no_terminal_event"], True,
+                "openai (or a gateway in between) closed the stream cleanly, without the "
+                "terminal event, while the model was writing its answer; the client may have "
+                "shown a short answer without any error.")),
+    "headers, then nothing until the client gave up": (
+        facts(**OPEN, downstream="client_gone", phase="before_progress", frame_count=0,
+              headers_ms=400.0, close={"by": "client", "at_ms": 29_400.0, "silence_ms": 29_000.0}),
+        verdict("client_abort", "before_progress", "high",
+                ["client_disconnected", "client_timeout", "headers_then_silence"], None,
+                "The client closed the connection before the model produced any output, after "
+                "29.0 s without a byte: its read timeout, not a cancel; streamtap closed the "
+                "upstream request so openai stopped generating. openai answered 200 at 0.4 s "
+                "and then nothing came for 29.0 s.")),
+    "headers, then only keep-alives until the watchdog": (
+        facts(**OPEN, watchdog_fired="progress", watchdog={"progress_timeout_ms": 30_000},
+              phase="before_progress", headers_ms=400.0, first_byte_ms=5400.0,
+              close={"by": "streamtap", "at_ms": 30_400.0, "silence_ms": 5000.0,
+                     "heartbeats_since_event": 6, "heartbeat_interval_ms": 5000.0}),
+        verdict("watchdog", "before_progress", "high", ["watchdog_progress", "heartbeats_only"],
+                True, "streamtap's progress watchdog fired after 30000 ms without model progress "
+                "from openai before the model produced any output; both sides were aborted. For "
+                "30.0 s after the headers only keep-alives arrived (6, every 5.0 s) and no "
+                "event: a client whose timer resets on any byte never fires.")),
+    "complete, then the connection parked with keep-alives": (
+        facts(terminal_ms=12_300.0, last_event_ms=12_300.0, headers_ms=400.0,
+              first_byte_ms=450.0,
+              close={"by": "upstream", "at_ms": 88_300.0, "silence_ms": 1000.0,
+                     "heartbeats_since_event": 5, "heartbeat_interval_ms": 15_000.0,
+                     "open_after_terminal_ms": 76_000.0}),
+        verdict("none", "complete", "high", ["terminal_event", "open_after_terminal"], None,
+                "The openai stream completed normally: terminal `[DONE]` after 7 frames. "
+                "Complete at 12.3 s; the connection stayed open 76.0 s more, with 5 keep-alives "
+                "every 15.0 s, until openai closed it; a client that waits for the close waited "
+                "too.")),
+    "complete, then parked until the client left": (
+        facts(downstream="client_gone", all_forwarded=True, terminal_ms=900.0,
+              close={"by": "client", "at_ms": 3900.0, "silence_ms": 3000.0,
+                     "heartbeats_since_event": 0, "open_after_terminal_ms": 3000.0}),
+        verdict("none", "complete", "high", ["terminal_event", "open_after_terminal"], None,
+                "The openai stream completed normally: terminal `[DONE]` after 7 frames. "
+                "Complete at 0.9 s; the connection stayed open 3.0 s more until the client "
+                "closed it; a client that waits for the close waited too.")),
+    "complete, then held open by an injected hold: still a success": (
+        facts(terminal_ms=900.0, fault={"fired": True, "action": "hold", "at": "terminal",
+                                        "name": "park"},
+              close={"by": "streamtap", "at_ms": 4900.0, "silence_ms": 500.0,
+                     "heartbeats_since_event": 8, "heartbeat_interval_ms": 500.0,
+                     "open_after_terminal_ms": 4000.0}),
+        verdict("none", "complete", "high", ["terminal_event", "open_after_terminal"], None,
+                "The openai stream completed normally: terminal `[DONE]` after 7 frames. "
+                "Complete at 0.9 s; the connection stayed open 4.0 s more, with 8 keep-alives "
+                "every 0.5 s, until streamtap (fault rule `park`) closed it; a client that waits "
+                "for the close waited too.")),
+    "complete and closed at once: no warning": (
+        facts(terminal_ms=900.0, close={"by": "upstream", "at_ms": 901.0, "silence_ms": 1.0,
+                                        "open_after_terminal_ms": 1.0}),
+        verdict("none", "complete", "high", ["terminal_event"], None,
+                "The openai stream completed normally: terminal `[DONE]` after 7 frames.")),
 }
 
 

@@ -14,10 +14,11 @@ from streamtap.proxy.faults.rules import (
     FaultBook, FaultError, FaultRule, parse_fault_header, rule_from_mapping)
 
 
-ACTIONS_TEXT = "reset, truncate, close, drop_terminal, stall, error_chunk, http_error, delay, throttle"
+ACTIONS_TEXT = ("reset, truncate, close, drop_terminal, stall, error_chunk, http_error, delay, "
+                "throttle, hold")
 KEYS_TEXT = ("name, action, at, match, probability, seed, times, status, retry_after, style, "
-             "type, code, message, body, duration_ms, then, latency_ms, jitter_ms, per_frame, "
-             "bytes_per_s, mid_frame")
+             "type, code, message, body, duration_ms, then, heartbeat_ms, latency_ms, jitter_ms, "
+             "per_frame, bytes_per_s, mid_frame")
 TRIGGERS_TEXT = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "
                  "bytes:<n>, ms:<n>")
 
@@ -53,6 +54,10 @@ def rejected(data: dict, source: str = "api") -> FaultError:
      "http_error answers instead of the upstream, so it fires at `request`"),
     ({"action": "drop_terminal", "at": "first_progress"}, "at",
      "drop_terminal removes the terminal event, so it fires at `terminal`"),
+    ({"action": "hold", "at": "first_progress"}, "at",
+     "hold keeps the connection open after the terminal event, so it fires at `terminal`"),
+    ({"action": "stall", "heartbeat_ms": -5}, "heartbeat_ms",
+     "expected a whole number >= 0, got -5"),
     ({"action": "reset", "match": "gpt-*"}, "match",
      "expected a table of KEY = GLOB"),
     ({"action": "reset", "match": {"user": "x"}}, "match.user",
@@ -171,9 +176,15 @@ def test_false_words(text):
 
 @pytest.mark.parametrize("action, at", [("http_error", "request"), ("drop_terminal", "terminal"),
                                         ("delay", "headers"), ("reset", "first_progress"),
-                                        ("stall", "first_progress")])
+                                        ("stall", "first_progress"), ("hold", "terminal")])
 def test_default_trigger_of_each_action(action, at):
     assert rule_from_mapping({"action": action}, "api").at == at
+
+
+def test_heartbeat_ms_from_a_header():
+    rule = parse_fault_header("stall; duration_ms=4000; heartbeat_ms=500")
+    assert (rule.action, rule.duration_ms, rule.heartbeat_ms) == ("stall", 4000, 500)
+    assert parse_fault_header("hold").heartbeat_ms == 0  # silence unless asked
 
 
 @pytest.mark.parametrize("status", [400, 599])
@@ -201,7 +212,8 @@ def test_as_dict_leaves_out_empty_keys_and_bookkeeping():
     rule.chosen = 3
     assert rule.as_dict() == {
         "name": "r", "action": "reset", "at": "first_progress", "probability": 1.0, "times": 1,
-        "status": 500, "style": "event", "duration_ms": 0, "then": "close", "latency_ms": 0,
+        "status": 500, "style": "event", "duration_ms": 0, "then": "close", "heartbeat_ms": 0,
+        "latency_ms": 0,
         "jitter_ms": 0, "per_frame": False, "bytes_per_s": 0, "mid_frame": False,
         "source": "api"}
 
