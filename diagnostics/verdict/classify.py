@@ -300,8 +300,13 @@ def could_not_connect(f: Facts) -> Verdict | None:
     why = f": {message} ({code})" if message else f" ({code})"
     hint = (" Check the host in the route's URL and this machine's DNS."
             if str(code).startswith("EAI_") else "")
+    mirrored = ""
+    if f.downstream == "aborted":  # no status line: the client's connection was reset instead
+        evidence.append("client_connection_reset")
+        mirrored = (" streamtap reset the client's connection the same way, before any response "
+                    "byte, as the client would have seen without streamtap.")
     return Verdict("transport", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f), True,
-                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}")
+                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}{mirrored}")
 
 
 @rule

@@ -279,6 +279,13 @@ class Exchange:
             self.ending.upstream_end_ms = self.now()
             self.ending.error = fingerprint("upstream_connect" if connect else
                                             "upstream_response", exc)
+            if (not connect and looks_like_reset(exc)
+                    and not self.proxy.config.answer_502_on_upstream_reset):
+                # A direct client sees a connection error here, which fetch rejects and SDKs
+                # retry; a 502 would be a response to them. So the client's connection is reset
+                # as the upstream's was.
+                self.response = self.reset_client()
+                return None
             what = "connect to" if connect else "get a response from"
             error = self.ending.error  # built by streamtap: str(exc) can quote the URL's query
             self.response = self._answer(
@@ -364,6 +371,17 @@ class Exchange:
         ending.downstream_end_ms = self.now()
         return self.response  # type: ignore[return-value]
 
+    def reset_client(self) -> web.StreamResponse:
+        """Reset the client's connection before any response byte reached it: what a client
+        talking to an upstream that reset sees. Returns a response for aiohttp that can never be
+        sent (its connection is gone); the record has no downstream status."""
+        self.close_upstream()
+        sockets.reset(self.request.transport)
+        self.ending.downstream = "aborted"
+        self.ending.downstream_status = None
+        self.ending.downstream_end_ms = self.now()
+        return web.Response(status=502)
+
     def _client_gone(self, exc: BaseException) -> web.StreamResponse:
         self.ending.downstream = "client_gone"
         self.ending.downstream_end_ms = self.now()
@@ -414,7 +432,8 @@ class Exchange:
             self.ending.upstream_retry = self.upstream_attempt.retry
             if self.fault is not None:
                 self.ending.fault = self.fault.as_record()
-            if self.ending.downstream_status is None and self.response is not None:
+            if (self.ending.downstream_status is None and self.response is not None
+                    and self.response.prepared):  # a status line the client was sent
                 self.ending.downstream_status = self.response.status
             recorder, ending, duration = self.recorder, self.ending, self.now()
             captured = None
