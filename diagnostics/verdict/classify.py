@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from streamtap.diagnostics.decode.chunked import MALFORMATIONS
 from streamtap.diagnostics.verdict import events as ev
 
 SLOWING_FAULTS = ("delay", "throttle")
@@ -347,13 +348,16 @@ def error_inside_stream(f: Facts) -> Verdict | None:
 
 @rule
 def upstream_broke(f: Facts) -> Verdict | None:
-    if f.upstream not in ("reset", "truncated", "error"):
+    if f.upstream not in ("reset", "truncated", "malformed", "error"):
         return None
     phase = stream_phase(f)
+    code = (f.error or {}).get("code")
+    malformation = MALFORMATIONS.get(code, "malformed framing")
     how = {"reset": "was reset", "truncated": "was closed mid-body (no final chunk)",
+           "malformed": f"broke on a {malformation} (the upstream's HTTP chunked framing was "
+                        "malformed)",
            "error": "failed"}[f.upstream]
     evidence = [f"upstream_{f.upstream}"]
-    code = (f.error or {}).get("code")
     if code:
         evidence.append(str(code).lower())
     return Verdict("transport", phase, "high", evidence + side_evidence(f), True,
@@ -418,6 +422,9 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
 
 
 NOTE_SENTENCES = {
+    "malformed_framing_passed_on": "streamtap passed the malformed bytes on to the client and "
+                                   "then closed its connection, so the client's HTTP parser met "
+                                   "them as it would have without streamtap.",
     "path_repeats_route_prefix": "The forwarded path repeats the route URL's own path prefix "
                                  "(such as `/v1/v1/`): the client's base URL adds a prefix the "
                                  "route URL already ends with.",

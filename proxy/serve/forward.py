@@ -360,8 +360,13 @@ class Exchange:
         ending.error = fingerprint("upstream_read", exc)
         transport = self.request.transport
         self.close_upstream()
+        if isinstance(exc, bodytap.MalformedBodyError):
+            ending.upstream = "malformed"
+            self._pass_malformation_on(exc.malformed)
         await sockets.drain(transport)
-        if looks_like_reset(exc):
+        if ending.upstream == "malformed":
+            sockets.close(transport)
+        elif looks_like_reset(exc):
             ending.upstream = "reset"
             sockets.reset(transport)
         else:
@@ -370,6 +375,18 @@ class Exchange:
         ending.downstream = "aborted"
         ending.downstream_end_ms = self.now()
         return self.response  # type: ignore[return-value]
+
+    def _pass_malformation_on(self, malformed: bytes) -> None:
+        """The upstream's malformed framing bytes, written where the client's parser expects the
+        next chunk, so that it fails on them as it would have without streamtap. Only a chunked
+        answer has chunks to break (an HTTP/1.0 client's body ends with the connection)."""
+        transport = self.request.transport
+        response = self.response
+        if (not malformed or transport is None or transport.is_closing() or response is None
+                or response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() != "chunked"):
+            return
+        transport.write(malformed)
+        self.ending.notes.append("malformed_framing_passed_on")
 
     def reset_client(self) -> web.StreamResponse:
         """Reset the client's connection before any response byte reached it: what a client
@@ -412,7 +429,8 @@ class Exchange:
     def close_upstream(self) -> None:
         """Close (not release) the upstream connection, so the provider stops generating."""
         if self.upstream is not None and not self.upstream.closed:
-            if self.ending.upstream not in ("complete", "reset", "truncated", "error"):
+            if self.ending.upstream not in ("complete", "reset", "truncated", "malformed",
+                                            "error"):
                 self.ending.upstream = "closed_by_proxy"
                 self.ending.upstream_end_ms = self.now()
             self.upstream.close()
