@@ -121,6 +121,10 @@ class Config:
     log_format: str = "auto"  # auto (console on a TTY, JSON otherwise) | console | json
     capture_bodies: bool = False  # local debugging only: raw bodies go to a side file
     trace_header: bool = False  # add x-streamtap-trace-id to every proxied answer (opt-in)
+    # An upstream that resets the connection before any response byte: false resets the client's
+    # connection too (what a direct client sees: a connection error, which SDKs retry); true
+    # answers 502 instead.
+    answer_502_on_upstream_reset: bool = False
     keep_ratelimit_headers: bool = False  # rate-limit headers reveal tier and usage
     max_request_body_bytes: int = 64 * 1024 * 1024  # larger bodies get a 413
     max_header_bytes: int = 64 * 1024  # one request header line; a 10 kB session id must fit

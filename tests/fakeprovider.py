@@ -19,7 +19,7 @@ from streamtap.proxy.serve.passthrough import PassThroughResponse
 @dataclass
 class Scenario:
     chunks: list[bytes]
-    ending: str = "clean"  # clean | reset | fin | stall
+    ending: str = "clean"  # clean | reset | fin | stall | reset_before_response
     status: int = 200
     content_type: str | None = "text/event-stream"
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -80,6 +80,10 @@ class FakeProvider:
         seen = Seen(request.raw_path, request.method, list(request.headers.items()),
                     await request.read())
         self.seen[name].append(seen)
+        if scenario.ending == "reset_before_response":  # a TCP RST, and not one response byte
+            sockets.reset(request.transport)
+            seen.finished.set()
+            return web.Response()
         # Sends only the headers the scenario names (plain aiohttp would add Server, Date...).
         response = PassThroughResponse(status=scenario.status)
         if scenario.content_type:

@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import socket
 import struct
 import threading
 import time
 
 import aiohttp
+import httpx
 import pytest
 from aiohttp.client_proto import ResponseHandler
-from aiohttp.streams import DataQueue
+from aiohttp.http_parser import HttpResponseParser
+from aiohttp.streams import DataQueue, StreamReader
 
 from streamtap.diagnostics.verdict.errors import looks_like_reset
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
 from streamtap.proxy.serve.body import tap as bodytap
 from streamtap.proxy.serve.upstream import Attempt, open_pool
 from tests.proxyproc import ProxyProcess, new_session
+from tests.clients import BackgroundRead
+from tests.test_endings import node_read
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 # Chunk extensions and a trailer: the framing a relay that re-frames would lose.
@@ -31,6 +36,9 @@ CHUNKS = b"7;note=x\r\ndata: a\r\n2\r\n\n\n\r\n"
 LAST = b"0\r\nx-checksum: 1\r\n\r\n"
 PAYLOAD = b"data: a\n\n"
 RESET, CLOSE = b"<reset>", b"<close>"
+# HOLD: keep the connection open after the answer until the peer closes it (at most 10 s).
+# PAUSE inside an answer: 0.2 s between its parts (a head read before its body, say).
+HOLD, PAUSE = b"<hold>", b"<pause>"
 
 
 def test_the_aiohttp_internals_bodytap_relies_on_are_still_there():
@@ -49,8 +57,10 @@ def test_the_aiohttp_internals_bodytap_relies_on_are_still_there():
                      "_exception", "_upgraded"):
             assert hasattr(handler, name), f"ResponseHandler has no {name} any more"
         for name in ("set_response_params", "data_received", "connection_lost",
-                     "_reschedule_timeout", "force_close"):
+                     "_reschedule_timeout", "force_close", "resume_reading"):
             assert callable(getattr(ResponseHandler, name))
+        # A watched body's failure waits until aiohttp's reader holds none of its bytes.
+        assert hasattr(StreamReader(handler, 2 ** 16, loop=loop), "_buffer")
         queue = DataQueue(loop)
         queue.feed_data(("message", "payload"), 0)
         assert queue._buffer[-1][0][0] == "message"  # how _split_head finds the parsed head
@@ -61,8 +71,8 @@ def test_the_aiohttp_internals_bodytap_relies_on_are_still_there():
 
 class RawUpstream:
     """A loopback HTTP/1.1 server that answers each request with the next of `answers`, exact
-    bytes; an answer ending in `RESET` is followed by a TCP reset, `CLOSE` by a FIN. The
-    connection is closed after the last answer."""
+    bytes; an answer ending in `RESET` is followed by a TCP reset, `CLOSE` by a FIN, `HOLD` by
+    waiting for the peer to close. The connection is closed after the last answer."""
 
     def __init__(self, *answers: bytes):
         self.answers = list(answers)
@@ -92,6 +102,19 @@ class RawUpstream:
                     if not request:
                         break
                     answer = self.answers.pop(0)
+                    *first, answer = answer.split(PAUSE)
+                    for part in first:
+                        conn.sendall(part)
+                        time.sleep(0.2)
+                    if answer.endswith(HOLD):
+                        conn.sendall(answer[:-len(HOLD)])
+                        conn.settimeout(10)
+                        try:
+                            while conn.recv(65536):
+                                pass
+                        except OSError:
+                            pass
+                        break
                     if answer.endswith(RESET):
                         conn.sendall(answer[:-len(RESET)])
                         time.sleep(0.05)
@@ -249,6 +272,46 @@ def test_an_upstream_that_dies_inside_the_body_is_reported_to_the_sink(ending, r
     assert reads == b"7\r\ndata"
 
 
+# A good chunk, then (after a pause, so aiohttp has parsed the head first) another one with a
+# malformed chunk-size line behind it, in one read; the upstream then keeps the connection open.
+GOOD_CHUNK = b"7\r\ndata: a\r\n2\r\n\n\n\r\n"
+MALFORMED_BODY = HEAD + PAUSE + GOOD_CHUNK + b"zz\r\n" + HOLD
+
+
+def test_aiohttps_compiled_parser_is_the_one_in_use():
+    """The hang below is the C parser's (the pure-Python one raises): prove it is the one
+    loaded, so that the next test would hang without streamtap's own de-framer."""
+    assert "AIOHTTP_NO_EXTENSIONS" not in os.environ
+    assert HttpResponseParser.__module__ == "aiohttp._http_parser"
+
+
+def test_a_watched_body_fails_at_a_malformed_chunk_size_line_after_the_bytes_before_it():
+    """A body aiohttp's parser reads (raw=False: a fault rule is armed) is de-framed by the tap
+    first: the reader gets the bytes before the malformation, then MalformedBodyError, at once,
+    although the upstream keeps its connection open."""
+    upstream = RawUpstream(MALFORMED_BODY)
+
+    async def scenario():
+        pool = open_pool(5, [])
+        try:
+            response = await send(pool, upstream.url, raw=False)
+            read = response.content.readany
+            received = b""
+            started = time.monotonic()
+            with pytest.raises(bodytap.MalformedBodyError) as raised:
+                while True:
+                    received += await asyncio.wait_for(read(), 3)
+            return received, raised.value, time.monotonic() - started
+        finally:
+            await pool.close()
+
+    received, error, elapsed = run(scenario())
+    upstream.close()
+    assert received == PAYLOAD  # the good chunk, before the error
+    assert error.code == "MALFORMED_CHUNK_SIZE" and error.malformed == b"zz\r\n"
+    assert elapsed < 1.0
+
+
 # -- through the proxy ----------------------------------------------------------------------------
 def raw_exchange(port: int, path: str, version: str = "1.1") -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -317,3 +380,48 @@ def test_an_exchange_that_closes_a_held_body_still_tells_aiohttp_the_connection_
 
     run(scenario())
     upstream.close()
+
+
+@pytest.mark.parametrize("fault", [None, "close; at=event:text_delta:99"],
+                         ids=["relayed", "fault-armed"])
+def test_a_malformed_chunk_size_line_fails_the_client_as_it_would_directly(tmp_path, node,
+                                                                           fault):
+    """Node's fetch and httpx meet the same bytes through streamtap as directly, and fail the same
+    way, at once, although the upstream keeps the connection open. With a fault rule armed the
+    body takes aiohttp's (C) parser, which alone would wait on that line."""
+    upstream = RawUpstream(*[MALFORMED_BODY] * 4)
+    proxy = ProxyProcess(tmp_path, {"raw": upstream.url})
+    path = "/v1/chat/completions"
+    session = new_session()
+    headers = {"x-streamtap-session": session, **({"x-streamtap-fault": fault} if fault else {})}
+    try:
+        direct = node_read(node, upstream.url + path)
+        started = time.monotonic()
+        proxied = node_read(node, proxy.url("raw") + path, headers)
+        elapsed = time.monotonic() - started
+        record = proxy.record(session)
+        direct_httpx = BackgroundRead(upstream.url + path)
+        direct_httpx.join()
+        proxied_httpx = BackgroundRead(proxy.url("raw") + path, headers)
+        proxied_httpx.join()
+    finally:
+        proxy.stop()
+        upstream.close()
+    assert direct["error"]["cause"]["code"] == "HPE_INVALID_CHUNK_SIZE"
+    assert proxied == direct  # status, bytes before the error, the error and its cause
+    assert elapsed < 5
+    assert isinstance(direct_httpx.error, httpx.RemoteProtocolError)
+    assert "illegal chunk header" in str(direct_httpx.error)
+    assert type(proxied_httpx.error) is type(direct_httpx.error)
+    assert str(proxied_httpx.error) == str(direct_httpx.error)
+    assert proxied_httpx.received == direct_httpx.received
+    assert record["error"]["where"] == "upstream_read"
+    assert record["error"]["code"] == "MALFORMED_CHUNK_SIZE"
+    outcome = record["outcome"]
+    assert outcome["boundary"] == "transport"
+    assert outcome["evidence"][:2] == ["upstream_malformed", "malformed_chunk_size"]
+    assert "malformed_framing_passed_on" in outcome["evidence"]
+    assert "broke on a malformed chunk-size line" in outcome["summary"]
+    assert "closed mid-body" not in outcome["summary"]
+    assert record["downstream"]["ended"] == "aborted"
+    assert record["stream"]["bytes"] == record["downstream"]["bytes"] == len(PAYLOAD)

@@ -52,6 +52,7 @@ def test_documented_defaults():
     assert config.session_headers == ("x-session-affinity", "x-opencode-session", "x-session-id")
     assert config.log_format == "auto"
     assert config.capture_bodies is False
+    assert config.answer_502_on_upstream_reset is False  # an early upstream reset is mirrored
     assert config.keep_ratelimit_headers is False
     assert config.max_request_body_bytes == 64 * 1024 * 1024
     assert config.max_header_bytes > 10_000  # a 10 kB session id must get past aiohttp
@@ -140,6 +141,12 @@ def test_flags_override_the_file(tmp_path):
     assert config.host == "127.0.0.2"
     assert config.capture_bodies is True
     assert config.session_headers == ("x-my-session", "x-session-id")
+
+
+def test_the_502_answer_to_an_early_upstream_reset_is_a_file_key_and_a_flag(tmp_path):
+    path = toml(tmp_path, "answer_502_on_upstream_reset = true\n")
+    assert config_from_args(args("--config", str(path))).answer_502_on_upstream_reset is True
+    assert config_from_args(args("--answer-502-on-upstream-reset")).answer_502_on_upstream_reset
 
 
 def test_route_flag_replaces_a_builtin_route():

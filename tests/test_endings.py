@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from tests.fakeprovider import Scenario
@@ -125,3 +126,71 @@ def test_unreachable_upstream_is_a_502_with_a_record(tmp_path, fake):
         assert record["downstream"]["status"] == 502
     finally:
         proxy.stop()
+
+
+# -- an upstream that resets before any response byte -------------------------------------------
+def test_reset_before_response_is_mirrored_for_node_fetch(fake, proxy, node):
+    """Directly, fetch rejects (`fetch failed`, a reset underneath); through streamtap it must
+    too, not resolve with a 502 response."""
+    prefix = fake.add(Scenario([], ending="reset_before_response"))
+    path = prefix + "/v1/chat/completions"
+    direct = node_read(node, fake.url + path)
+    session = new_session()
+    proxied = node_read(node, proxy.url("fake") + path, {"x-streamtap-session": session})
+    assert direct["status"] is None and proxied["status"] is None  # no response at all
+    assert direct["error"]["name"] == proxied["error"]["name"] == "TypeError"
+    assert direct["error"]["message"] == proxied["error"]["message"] == "fetch failed"
+    assert direct["error"]["cause"]["code"] == "ECONNRESET"
+    assert proxied["error"]["cause"]["code"] == direct["error"]["cause"]["code"]
+    record = proxy.record(session)
+    assert record["error"]["where"] == "upstream_response"
+    assert record["error"]["code"] == "ECONNRESET"
+    assert record["downstream"] == {"status": None, "ended": "aborted", "bytes": 0}
+    assert record["outcome"]["boundary"] == "transport"
+    assert record["outcome"]["phase"] == "before_response"
+    assert "client_connection_reset" in record["outcome"]["evidence"]
+    assert "reset the client's connection the same way" in record["outcome"]["summary"]
+
+
+def test_reset_before_response_is_retried_by_the_openai_sdk_as_directly(fake, proxy):
+    """The SDK retries a connection error (APIConnectionError after its retries); a 502 would be
+    an InternalServerError instead. The fake provider counts the attempts either way."""
+    prefix = fake.add(Scenario([], ending="reset_before_response"))
+    name = prefix.rsplit("/", 1)[-1]
+
+    def attempt(base_url: str, session: str) -> tuple[type, int]:
+        before = len(fake.seen[name])
+        client = openai.OpenAI(base_url=base_url + prefix + "/v1", api_key="sk-test",
+                               max_retries=2, timeout=10,
+                               default_headers={"x-streamtap-session": session})
+        with pytest.raises(openai.APIError) as raised:
+            client.chat.completions.create(model="gpt-test", messages=[], stream=True)
+        return type(raised.value), len(fake.seen[name]) - before
+
+    direct = attempt(fake.url, "direct")
+    session = new_session()
+    proxied = attempt(proxy.url("fake"), session)
+    assert direct == (openai.APIConnectionError, 3)
+    assert proxied == direct
+    records = proxy.records(session, 3)
+    assert sorted(r["request"]["headers"]["x-stainless-retry-count"] for r in records) == \
+        ["0", "1", "2"]
+    assert all(r["downstream"]["ended"] == "aborted" for r in records)
+
+
+def test_the_502_answer_to_an_early_reset_is_kept_as_an_option(tmp_path, fake, node):
+    from tests.proxyproc import ProxyProcess
+
+    prefix = fake.add(Scenario([], ending="reset_before_response"))
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url}, "--answer-502-on-upstream-reset")
+    try:
+        session = new_session()
+        proxied = node_read(node, proxy.url("fake") + prefix + "/v1/chat/completions",
+                            {"x-streamtap-session": session})
+        record = proxy.record(session)
+    finally:
+        proxy.stop()
+    assert proxied["status"] == 502 and proxied["error"] is None
+    assert record["downstream"]["status"] == 502
+    assert record["error"]["code"] == "ECONNRESET"
+    assert "client_connection_reset" not in record["outcome"]["evidence"]

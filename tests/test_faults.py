@@ -198,6 +198,40 @@ def test_http_529_makes_the_anthropic_sdk_retry(fake, proxy):
     assert not fake.seen[prefix.rsplit("/", 1)[-1]]  # the upstream was never contacted
 
 
+@pytest.mark.parametrize("at, upstream_calls", [("request", 0), ("headers", 3)])
+def test_reset_at_request_or_headers_is_a_reset_before_any_response_byte(fake, proxy, node, at,
+                                                                         upstream_calls):
+    """As an upstream reset before its response: fetch rejects (`fetch failed`), and the SDK
+    retries the connection error, which a reset after a 200 and its headers never gets."""
+    real = fake.add(Scenario([], ending="reset_before_response"))
+    prefix = fake.add(Scenario(chat_text_stream(3)))
+    fault = f"reset; at={at}"
+    direct = node_read(node, fake.url + real + "/v1/chat/completions")
+    fetched = node_read(node, proxy.url("fake") + prefix + "/v1/chat/completions",
+                        {"x-streamtap-fault": fault})
+    assert fetched["status"] is None and direct["status"] is None
+    assert (fetched["error"]["message"], fetched["error"]["cause"]["code"]) == \
+        (direct["error"]["message"], direct["error"]["cause"]["code"]) == \
+        ("fetch failed", "ECONNRESET")
+    name = prefix.rsplit("/", 1)[-1]
+    before = len(fake.seen[name])
+    session = new_session()
+    client = openai.OpenAI(base_url=proxy.url("fake") + prefix + "/v1", api_key="sk-test",
+                           max_retries=2, timeout=10, default_headers={
+                               "x-streamtap-session": session, "x-streamtap-fault": fault})
+    with pytest.raises(openai.APIConnectionError):
+        drain_chat(client)
+    assert len(fake.seen[name]) - before == upstream_calls  # 3 at `headers`: 1 + 2 retries
+    records = proxy.records(session, 3)
+    assert sorted(r["request"]["headers"]["x-stainless-retry-count"] for r in records) == \
+        ["0", "1", "2"]
+    for record in records:
+        assert record["downstream"] == {"status": None, "ended": "aborted", "bytes": 0}
+        assert record["fault"]["fired"] is True and record["fault"]["at"] == at
+        assert record["outcome"]["boundary"] == "injected"
+        assert "injected_reset" in record["outcome"]["evidence"]
+
+
 def test_seeded_probability_repeats_its_pattern(fake, proxy):
     prefix = fake.add(Scenario(chat_text_stream(1)))
     url = proxy.url("fake") + prefix + "/v1/chat/completions"

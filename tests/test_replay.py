@@ -343,6 +343,29 @@ def test_node_fetch_sees_terminated_for_a_replayed_reset(trips, node):
     assert seen["bytes"] == sum(frame[1] for frame in sample["frames"])
 
 
+def test_a_replayed_no_response_ends_as_the_original_did(trips, node, tmp_path):
+    """A reset before the response is replayed as one (streamtap passes it on as a reset); a
+    refused original as a close without headers (which streamtap answers 502, as it did)."""
+    refused = trips.by_name["no_response"].original
+    assert refused["error"]["code"] == "ECONNREFUSED"
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    (samples / "refused.sample.json").write_text(json.dumps(refused))
+    reset = {**refused, "error": {**refused["error"], "where": "upstream_response",
+                                  "code": "ECONNRESET"}}
+    (samples / "early_reset.sample.json").write_text(json.dumps(reset))
+    replay = ReplayProcess(tmp_path, str(samples))
+    try:
+        seen = {name: node_read(node, replay.url + "/v1/chat/completions",
+                                {"x-streamtap-sample": name})
+                for name in ("early_reset", "refused")}
+    finally:
+        replay.stop()
+    assert seen["early_reset"]["status"] is None and seen["refused"]["status"] is None
+    assert seen["early_reset"]["error"]["cause"]["code"] == "ECONNRESET"
+    assert seen["refused"]["error"]["cause"]["code"] == "UND_ERR_SOCKET"  # other side closed
+
+
 def test_openai_sdk_completes_silently_for_a_replayed_clean_early_close(trips):
     import openai
 

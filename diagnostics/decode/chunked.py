@@ -9,9 +9,12 @@ the last chunk with its trailer section, which the relay's own HTTP server write
 when it ends the response: writing the upstream's too would end the client's response twice.
 
 A body's end is `complete`; bytes after it (`extra`) are not part of it and are never forwarded.
-Malformed framing sets `error` (a fixed description, never the bytes) and stops the body there:
-what came before it was forwarded, nothing after it is. Memory is bounded: at most one size line
-(`MAX_SIZE_LINE`) is ever held back.
+Malformed framing sets `error` (a fixed description, never the bytes) and `error_code`, and stops
+the body there: what came before it was forwarded, nothing after it is. The malformed piece itself
+(the bad size line, or the bytes where a chunk's CRLF belonged) is kept in `malformed`, and where
+it starts in the body in `malformed_at`: the relay passes it on, so that the client's own HTTP
+parser meets the bytes it would have met without streamtap and fails the same way. Memory is
+bounded: at most one size line (`MAX_SIZE_LINE`) is ever held back or kept.
 """
 
 from __future__ import annotations
@@ -26,19 +29,33 @@ _SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r?\n")
 
 _SIZE, _DATA, _DATA_END, _TRAILERS, _DONE = range(5)
 
+# Each malformation by its code (the record's `error.code`; `malformed_chunk_size` in a verdict's
+# evidence) and its description (`error`): fixed text, never the upstream's bytes.
+MALFORMATIONS = {
+    "MALFORMED_CHUNK_SIZE": "malformed chunk-size line",
+    "CHUNK_SIZE_LINE_TOO_LONG": "chunk-size line too long",
+    "CHUNK_DATA_WITHOUT_CRLF": "chunk data not followed by CRLF",
+    "TRAILER_SECTION_TOO_LONG": "trailer section too long",
+}
+
 
 class ChunkedBody:
     """`Transfer-Encoding: chunked`."""
 
-    __slots__ = ("_state", "_remaining", "_held", "_trailer_bytes", "complete", "error", "extra")
+    __slots__ = ("_state", "_remaining", "_held", "_trailer_bytes", "_fed", "complete", "error",
+                 "error_code", "malformed", "malformed_at", "extra")
 
     def __init__(self):
         self._state = _SIZE
         self._remaining = 0  # chunk-data bytes still to come (_DATA), or CRLF bytes (_DATA_END)
         self._held = b""  # the start of a size line a read cut in two
         self._trailer_bytes = 0
+        self._fed = 0  # body bytes fed so far
         self.complete = False
         self.error: str | None = None
+        self.error_code: str | None = None  # a key of MALFORMATIONS
+        self.malformed = b""  # the malformed piece, as the upstream sent it (<= MAX_SIZE_LINE + 1)
+        self.malformed_at = 0  # where it starts, counted in body bytes fed
         self.extra = 0
 
     def feed(self, data: bytes) -> tuple[bytes, bytes]:
@@ -47,6 +64,8 @@ class ChunkedBody:
             self.extra += len(data)
             return b"", b""
         forwarding = self._state != _TRAILERS  # past the last chunk nothing more is forwarded
+        base = self._fed - len(self._held)  # the body offset of data[0] below
+        self._fed += len(data)
         if self._held:
             data = self._held + data
             self._held = b""
@@ -67,7 +86,7 @@ class ChunkedBody:
                 expected = b"\r\n"[2 - self._remaining:]
                 got = data[pos:pos + len(expected)]
                 if not expected.startswith(got):
-                    self.error = "chunk data not followed by CRLF"
+                    self._malformed("CHUNK_DATA_WITHOUT_CRLF", base + pos, got)
                     break
                 pos += len(got)
                 self._remaining -= len(got)
@@ -78,9 +97,11 @@ class ChunkedBody:
                 if line is None:
                     line_end = data.find(b"\n", pos, pos + MAX_SIZE_LINE + 1)
                     if line_end >= 0:
-                        self.error = "malformed chunk-size line"
+                        self._malformed("MALFORMED_CHUNK_SIZE", base + pos,
+                                        data[pos:line_end + 1])
                     elif end - pos > MAX_SIZE_LINE:
-                        self.error = "chunk-size line too long"
+                        self._malformed("CHUNK_SIZE_LINE_TOO_LONG", base + pos,
+                                        data[pos:pos + MAX_SIZE_LINE + 1])
                     else:  # cut by the read: it waits until whole
                         self._held = data[pos:]
                         forward_end = pos
@@ -97,7 +118,8 @@ class ChunkedBody:
                     pieces.append(data[start:stop])
                     if data[stop:stop + 2] != b"\r\n":
                         pos = stop
-                        self.error = "chunk data not followed by CRLF"
+                        self._malformed("CHUNK_DATA_WITHOUT_CRLF", base + pos,
+                                        data[stop:stop + 2])
                         break
                     pos = stop + 2
                 else:
@@ -107,7 +129,7 @@ class ChunkedBody:
                 line_end = data.find(b"\n", pos)
                 if line_end < 0:  # held until whole, so a CR and its LF are read together
                     if self._trailer_bytes + end - pos > MAX_TRAILER_BYTES:
-                        self.error = "trailer section too long"
+                        self._malformed("TRAILER_SECTION_TOO_LONG", base + pos, b"")
                     else:
                         self._held = data[pos:]
                     break
@@ -120,11 +142,17 @@ class ChunkedBody:
                     break
                 self._trailer_bytes += len(line) + 1
                 if self._trailer_bytes > MAX_TRAILER_BYTES:
-                    self.error = "trailer section too long"
+                    self._malformed("TRAILER_SECTION_TOO_LONG", base + pos, b"")
                     break
         if self.error is not None:  # what came before the error was the body's; nothing after
             forward_end = min(forward_end, pos)
         return data[:forward_end], pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _malformed(self, code: str, at: int, piece: bytes) -> None:
+        # Trailers are never forwarded (the relay's server writes its own end), so a trailer
+        # section too long has no piece to pass on: the client sees the body cut there.
+        self.error, self.error_code = MALFORMATIONS[code], code
+        self.malformed, self.malformed_at = piece, at
 
 
 class LengthBody:

@@ -55,7 +55,9 @@ class Limits:
 class Ending:
     """How the exchange ended, as the proxy saw it. Every field is a fact, not a guess."""
 
-    upstream: str = "not_started"  # complete | reset | truncated | error | closed_by_proxy | not_started
+    # complete | reset | truncated | malformed (broken chunked framing) | error | closed_by_proxy
+    # | not_started
+    upstream: str = "not_started"
     downstream: str = "complete"  # complete | aborted | client_gone
     downstream_status: int | None = None
     downstream_bytes: int = 0

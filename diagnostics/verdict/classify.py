@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from streamtap.diagnostics.decode.chunked import MALFORMATIONS
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
 from streamtap.diagnostics.verdict import silences
@@ -353,8 +354,13 @@ def could_not_connect(f: Facts) -> Verdict | None:
     why = f": {message} ({code})" if message else f" ({code})"
     hint = (" Check the host in the route's URL and this machine's DNS."
             if str(code).startswith("EAI_") else "")
+    mirrored = ""
+    if f.downstream == "aborted":  # no status line: the client's connection was reset instead
+        evidence.append("client_connection_reset")
+        mirrored = (" streamtap reset the client's connection the same way, before any response "
+                    "byte, as the client would have seen without streamtap.")
     return Verdict("transport", ev.BEFORE_RESPONSE, "high", evidence + side_evidence(f), True,
-                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}")
+                   f"streamtap {what} {f.provider}{why}; nothing was streamed.{hint}{mirrored}")
 
 
 @rule
@@ -422,13 +428,16 @@ def error_inside_stream(f: Facts) -> Verdict | None:
 
 @rule
 def upstream_broke(f: Facts) -> Verdict | None:
-    if f.upstream not in ("reset", "truncated", "error"):
+    if f.upstream not in ("reset", "truncated", "malformed", "error"):
         return None
     phase = stream_phase(f)
+    code = (f.error or {}).get("code")
+    malformation = MALFORMATIONS.get(code, "malformed framing")
     how = {"reset": "was reset", "truncated": "was closed mid-body (no final chunk)",
+           "malformed": f"broke on a {malformation} (the upstream's HTTP chunked framing was "
+                        "malformed)",
            "error": "failed"}[f.upstream]
     evidence = [f"upstream_{f.upstream}"]
-    code = (f.error or {}).get("code")
     if code:
         evidence.append(str(code).lower())
     return Verdict("transport", phase, "high", evidence + side_evidence(f), True,
@@ -493,6 +502,9 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
 
 
 NOTE_SENTENCES = {
+    "malformed_framing_passed_on": "streamtap passed the malformed bytes on to the client and "
+                                   "then closed its connection, so the client's HTTP parser met "
+                                   "them as it would have without streamtap.",
     "path_repeats_route_prefix": "The forwarded path repeats the route URL's own path prefix "
                                  "(such as `/v1/v1/`): the client's base URL adds a prefix the "
                                  "route URL already ends with.",

@@ -47,6 +47,9 @@ def add_serve_command(commands) -> None:
     serve.add_argument("--trace-header", action="store_true", default=None,
                        help="add x-streamtap-trace-id to every proxied response, so a client "
                             "can name its record")
+    serve.add_argument("--answer-502-on-upstream-reset", action="store_true", default=None,
+                       help="when an upstream resets the connection before any response byte, "
+                            "answer 502 instead of resetting the client's connection too")
     serve.add_argument("--connect-timeout-ms", type=int, metavar="MS",
                        help="give up connecting to an upstream after MS (default 30000; 0 = "
                             "wait forever)")
@@ -74,7 +77,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
     config = load_file(args.config, base) if args.config else base
     flags = {name: getattr(args, name) for name in
              ("host", "port", "trace_dir", "session", "log_format", "capture_bodies",
-              "trace_header", "metrics_listen")
+              "trace_header", "metrics_listen", "answer_502_on_upstream_reset")
              if getattr(args, name) is not None}
     config = replace(config, **flags)
     if args.route:

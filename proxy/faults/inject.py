@@ -1,7 +1,8 @@
 """The machinery that carries out a fault: cut, stall, inject an error, slow down.
 
 A FaultRun belongs to one Exchange. Before the body it can answer instead of the upstream
-(`http_error`, and any action at `request`) or act right after the headers; in the body it
+(`http_error`, and any action at `request`) or act right after the headers (a `reset` at either
+point resets the client's connection before any response byte, as an upstream reset would); in the body it
 forwards frame-aligned (holding back a frame until it is complete, so a cut lands on a frame
 boundary) and acts where the trigger fires. The recorder is fed what the client received, so an
 injected record describes what the client saw.
@@ -122,6 +123,8 @@ class FaultRun:
             return None
         if rule.action == "throttle":
             return None  # throttling starts with the first byte of the body
+        if rule.action == "reset":  # before any response byte, as an upstream reset would be
+            return ex.reset_client()
         if rule.action == "http_error":
             body = error_body(self._dialect(), rule.status, rule.type, rule.code, rule.message)
             headers = {hdrs.CONTENT_TYPE: "application/json"}
@@ -156,6 +159,8 @@ class FaultRun:
             return None
         if self.rule.action == "throttle":
             return None
+        if self.rule.action == "reset" and not response.prepared:
+            return self.ex.reset_client()  # the client never gets the headers, as at `request`
         await response.prepare(self.ex.request)
         return await self._act(response, b"", upstream)
 

@@ -58,9 +58,16 @@ async def play(request: web.Request, loaded: Loaded, speed: float) -> web.Stream
     timing = sample.get("timing") or {}
     ending = sample["ending"]
     if ending == "no_response":
-        # The original never answered: wait as long as it took to fail, then reset, no headers.
+        # The original never answered: wait as long as it took to fail, then end the connection
+        # without headers. A reset if it was reset (streamtap resets its client's connection
+        # too); otherwise (refused, unresolved, disconnected: nothing a server that accepted the
+        # connection can repeat) a FIN, which streamtap answers with the 502 the original got.
         await _sleep_until(loop, started + (timing.get("end_ms") or 0.0) / 1000.0 * scale)
-        sockets.reset(request.transport)
+        error = sample.get("error")
+        if error is None or error.get("code") == "ECONNRESET":  # scripted samples have none
+            sockets.reset(request.transport)
+        else:
+            sockets.close(request.transport)
         return web.Response(status=502)  # never sent: the connection is gone
     await _sleep_until(loop, started + (timing.get("response_headers_ms") or 0.0) / 1000 * scale)
     status = sample.get("status") or 200

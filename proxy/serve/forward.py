@@ -294,6 +294,13 @@ class Exchange:
             self.ending.upstream_end_ms = self.now()
             self.ending.error = fingerprint("upstream_connect" if connect else
                                             "upstream_response", exc)
+            if (not connect and looks_like_reset(exc)
+                    and not self.proxy.config.answer_502_on_upstream_reset):
+                # A direct client sees a connection error here, which fetch rejects and SDKs
+                # retry; a 502 would be a response to them. So the client's connection is reset
+                # as the upstream's was.
+                self.response = self.reset_client()
+                return None
             what = "connect to" if connect else "get a response from"
             error = self.ending.error  # built by streamtap: str(exc) can quote the URL's query
             self.response = self._answer(
@@ -368,8 +375,13 @@ class Exchange:
         ending.error = fingerprint("upstream_read", exc)
         transport = self.request.transport
         self.close_upstream()
+        if isinstance(exc, bodytap.MalformedBodyError):
+            ending.upstream = "malformed"
+            self._pass_malformation_on(exc.malformed)
         await sockets.drain(transport)
-        if looks_like_reset(exc):
+        if ending.upstream == "malformed":
+            sockets.close(transport)
+        elif looks_like_reset(exc):
             ending.upstream = "reset"
             sockets.reset(transport)
         else:
@@ -378,6 +390,29 @@ class Exchange:
         ending.downstream = "aborted"
         ending.downstream_end_ms = self.now()
         return self.response  # type: ignore[return-value]
+
+    def _pass_malformation_on(self, malformed: bytes) -> None:
+        """The upstream's malformed framing bytes, written where the client's parser expects the
+        next chunk, so that it fails on them as it would have without streamtap. Only a chunked
+        answer has chunks to break (an HTTP/1.0 client's body ends with the connection)."""
+        transport = self.request.transport
+        response = self.response
+        if (not malformed or transport is None or transport.is_closing() or response is None
+                or response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() != "chunked"):
+            return
+        transport.write(malformed)
+        self.ending.notes.append("malformed_framing_passed_on")
+
+    def reset_client(self) -> web.StreamResponse:
+        """Reset the client's connection before any response byte reached it: what a client
+        talking to an upstream that reset sees. Returns a response for aiohttp that can never be
+        sent (its connection is gone); the record has no downstream status."""
+        self.close_upstream()
+        sockets.reset(self.request.transport)
+        self.ending.downstream = "aborted"
+        self.ending.downstream_status = None
+        self.ending.downstream_end_ms = self.now()
+        return web.Response(status=502)
 
     def _client_gone(self, exc: BaseException) -> web.StreamResponse:
         self.ending.downstream = "client_gone"
@@ -409,7 +444,8 @@ class Exchange:
     def close_upstream(self) -> None:
         """Close (not release) the upstream connection, so the provider stops generating."""
         if self.upstream is not None and not self.upstream.closed:
-            if self.ending.upstream not in ("complete", "reset", "truncated", "error"):
+            if self.ending.upstream not in ("complete", "reset", "truncated", "malformed",
+                                            "error"):
                 self.ending.upstream = "closed_by_proxy"
                 self.ending.upstream_end_ms = self.now()
             self.upstream.close()
@@ -434,7 +470,8 @@ class Exchange:
             self.ending.upstream_retry = self.upstream_attempt.retry
             if self.fault is not None:
                 self.ending.fault = self.fault.as_record()
-            if self.ending.downstream_status is None and self.response is not None:
+            if (self.ending.downstream_status is None and self.response is not None
+                    and self.response.prepared):  # a status line the client was sent
                 self.ending.downstream_status = self.response.status
             recorder, ending, duration = self.recorder, self.ending, self.now()
             recorder.on_exchange_end(ending, duration)

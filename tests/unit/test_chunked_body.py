@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamtap.diagnostics.decode.chunked import (MAX_SIZE_LINE, MAX_TRAILER_BYTES, ChunkedBody,
-                                                  LengthBody, UntilCloseBody)
+from streamtap.diagnostics.decode.chunked import (MALFORMATIONS, MAX_SIZE_LINE, MAX_TRAILER_BYTES,
+                                                  ChunkedBody, LengthBody, UntilCloseBody)
 
 BODY = b"5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n"
 END = b"0\r\nx-trailer: 1\r\n\r\n"
@@ -67,19 +67,33 @@ def test_a_lone_cr_before_the_final_lf_ends_the_trailers_across_reads():
     assert body.complete and body.extra == 0
 
 
-@pytest.mark.parametrize("stream, error, forwarded", [
-    (b"2\r\nok\r\nzz\r\n", "malformed chunk-size line", b"2\r\nok\r\n"),
-    (b"2\r\nokXX", "chunk data not followed by CRLF", b"2\r\nok"),
-    (b"\r\n", "malformed chunk-size line", b""),
-    (b"-1\r\n", "malformed chunk-size line", b""),
-    (b"1" * 17 + b"\r\n", "malformed chunk-size line", b""),
+@pytest.mark.parametrize("stream, code, forwarded, malformed", [
+    (b"2\r\nok\r\nzz\r\n", "MALFORMED_CHUNK_SIZE", b"2\r\nok\r\n", b"zz\r\n"),
+    (b"2\r\nokXX", "CHUNK_DATA_WITHOUT_CRLF", b"2\r\nok", b"XX"),
+    (b"\r\n", "MALFORMED_CHUNK_SIZE", b"", b"\r\n"),
+    (b"-1\r\n", "MALFORMED_CHUNK_SIZE", b"", b"-1\r\n"),
+    (b"1" * 17 + b"\r\n", "MALFORMED_CHUNK_SIZE", b"", b"1" * 17 + b"\r\n"),
 ])
-def test_malformed_framing_stops_the_body_where_it_breaks(stream, error, forwarded):
+def test_malformed_framing_stops_the_body_where_it_breaks(stream, code, forwarded, malformed):
     body = ChunkedBody()
     forward, _ = body.feed(stream)
-    assert body.error == error and not body.complete
+    assert body.error_code == code and body.error == MALFORMATIONS[code] and not body.complete
     assert forward == forwarded
+    # The malformed piece is kept as sent, for the relay to pass on, and where it starts.
+    assert body.malformed == malformed
+    assert body.malformed_at == len(forwarded)
     assert body.feed(b"2\r\nok\r\n") == (b"", b"")  # nothing after an error is the body's
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=40), max_size=8))
+def test_any_read_boundaries_find_the_same_malformed_piece_at_the_same_offset(points):
+    stream = b"5\r\nhello\r\n2\r\nok\r\nzz;x\r\n1\r\na\r\n"
+    body = ChunkedBody()
+    forward, payload = feed_all(body, cut(stream, points))
+    assert body.error_code == "MALFORMED_CHUNK_SIZE" and payload == b"hellook"
+    assert body.malformed == b"zz;x\r\n" and body.malformed_at == stream.index(b"zz")
+    assert forward == stream[:body.malformed_at]
 
 
 def test_memory_is_bounded_by_one_size_line_and_the_trailer_section():
@@ -87,6 +101,7 @@ def test_memory_is_bounded_by_one_size_line_and_the_trailer_section():
     assert body.feed(b"1" * MAX_SIZE_LINE) == (b"", b"")  # held: it may still become whole
     body.feed(b"1")
     assert body.error == "chunk-size line too long"
+    assert body.malformed == b"1" * (MAX_SIZE_LINE + 1)  # what is kept to pass on is bounded too
     trailers = ChunkedBody()
     trailers.feed(b"0\r\n")
     for _ in range(MAX_TRAILER_BYTES // 1000 + 1):

@@ -235,6 +235,16 @@ ROWS = {
                 ["upstream_no_response", "serverdisconnectederror"], True,
                 "streamtap got no response headers from openai (ServerDisconnectedError); "
                 "nothing was streamed.")),
+    "reset before any response byte, mirrored to the client": (
+        facts(**OPEN, status=None, frame_count=0, upstream="error", downstream="aborted",
+              error={"where": "upstream_response", "code": "ECONNRESET",
+                     "message": "the connection was reset by the peer"}),
+        verdict("transport", "before_response", "high",
+                ["upstream_no_response", "econnreset", "client_connection_reset"], True,
+                "streamtap got no response headers from openai: the connection was reset by the "
+                "peer (ECONNRESET); nothing was streamed. streamtap reset the client's "
+                "connection the same way, before any response byte, as the client would have "
+                "seen without streamtap.")),
     "an error elsewhere before the response is not a connect failure": (
         facts(**OPEN, status=None, upstream="error", frame_count=0,
               error={"where": "upstream_body", "code": "EPIPE"}),
@@ -360,6 +370,17 @@ ROWS = {
         verdict("transport", "text", "high", ["upstream_truncated", "clientpayloaderror"], True,
                 "The connection to openai was closed mid-body (no final chunk) while the model "
                 "was writing its answer.")),
+    "malformed chunk-size line mid answer, passed on to the client": (
+        facts(**OPEN, upstream="malformed", phase="text", downstream="aborted",
+              error={"where": "upstream_read", "code": "MALFORMED_CHUNK_SIZE"},
+              notes=["malformed_framing_passed_on"]),
+        verdict("transport", "text", "high",
+                ["upstream_malformed", "malformed_chunk_size", "malformed_framing_passed_on"],
+                True, "The connection to openai broke on a malformed chunk-size line (the "
+                "upstream's HTTP chunked framing was malformed) while the model was writing its "
+                "answer. streamtap passed the malformed bytes on to the client and then closed "
+                "its connection, so the client's HTTP parser met them as it would have without "
+                "streamtap.")),
     "failed while an unnamed tool call was open": (
         facts(**OPEN, upstream="error", phase="tool_input", open_tools=[UNNAMED]),
         verdict("transport", "tool_input", "high", ["upstream_error"], True,

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 
-from aiohttp import ClientPayloadError, ClientResponse
+from aiohttp import ClientResponse
 from aiohttp.client_exceptions import ClientConnectionResetError
 from aiohttp.http_writer import StreamWriter
 from aiohttp.web import StreamResponse
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
-from streamtap.proxy.serve.body.tap import TappedResponseHandler
+from streamtap.proxy.serve.body.tap import MalformedBodyError, TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
 EOF = "eof"  # the upstream ended cleanly: write the final chunk through aiohttp
@@ -107,8 +107,7 @@ class Relay:
                 transport.write(out)
             exchange.downstream_bytes += size
             if framing.error is not None:
-                self._finish(UPSTREAM_FAILED, ClientPayloadError(
-                    f"Response payload is not completed: {framing.error}"))
+                self._finish(UPSTREAM_FAILED, MalformedBodyError(framing))
             elif framing.complete:
                 self.handler.body_done(framing.extra)
                 self._finish(EOF, None)

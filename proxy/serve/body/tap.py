@@ -10,13 +10,21 @@ from `data_received`, with no parser in between) or gives them back (`release`: 
 has seen exactly the head, reads them as if nothing had happened). A response with no body, an
 informational or upgrade answer, or a head this module cannot split safely is left to aiohttp.
 
+A body aiohttp's parser reads after all (a fault rule is armed, or the relay could not start) is
+still read by this module's de-framer first, when it is chunked (`_watch`): aiohttp 3.14's C parser
+was seen to wait forever on a malformed chunk-size line (its pure-Python parser raises), and the
+exchange must never wait on that. The de-framer gives the parser the bytes before the malformation
+and then fails the body with `MalformedBodyError`, once aiohttp's reader has handed out what it
+already holds.
+
 When the sink has read a whole body it calls `body_done`: aiohttp's reader is then ended
 (`feed_eof`), which is what returns the connection to the pool, and the next request on it gets a
 fresh parser from `set_response_params` as usual.
 
 This module is the one place that leans on aiohttp's client internals: the `ResponseHandler` it
 subclasses and that class's `_payload`, `_buffer`, `_skip_payload`, `_parser`, `_read_timeout`
-attributes, and `TCPConnector._factory`, where a connector names its protocol class.
+attributes, `StreamReader._buffer`, and `TCPConnector._factory`, where a connector names its
+protocol class.
 `tests/test_bodytap.py` checks each of them, so an aiohttp upgrade that moves one fails there,
 loudly, rather than in a user's traffic; if one is gone, `install` leaves the connector alone and
 every body takes aiohttp's own path.
@@ -41,8 +49,20 @@ WANT_RAW_BODY: ContextVar[bool] = ContextVar("streamtap_want_raw_body", default=
 MAX_HEAD = 256 * 1024  # past this without the head's end, the parser decides (it refuses it)
 HOLD_LIMIT = 256 * 1024  # body bytes held before the exchange attaches: then reading pauses
 
-_PASS, _HEAD, _HOLD, _RAW = range(4)
+_PASS, _HEAD, _HOLD, _RAW, _WATCH = range(5)
 _MESSAGE_FIELDS = ("code", "headers", "chunked")
+
+
+class MalformedBodyError(ClientPayloadError):
+    """The upstream broke its chunked framing. `code` is a key of chunked.MALFORMATIONS (fixed
+    text, recorded as the error's code). `malformed` holds the upstream's own malformed bytes, to
+    pass on to the client; it is never recorded (an error fingerprint reads only the class and
+    `code`)."""
+
+    def __init__(self, framing: ChunkedBody):
+        super().__init__(f"Response payload is not completed: {framing.error}")
+        self.code = framing.error_code
+        self.malformed = framing.malformed
 
 
 class TappedResponseHandler(ResponseHandler):
@@ -57,6 +77,10 @@ class TappedResponseHandler(ResponseHandler):
         self._held_paused = False
         self._lost: tuple[BaseException | None] | None = None  # lost while holding
         self._sink = None
+        self._keep_body = False  # hold the body for the exchange (else aiohttp's parser reads it)
+        self._watched = 0  # body bytes the parser was given while watched
+        # A broken body's reader and its error, raised once the reader has handed out its bytes.
+        self._failed: tuple[StreamReader, MalformedBodyError] | None = None
         self.framing: ChunkedBody | LengthBody | UntilCloseBody | None = None
 
     # -- aiohttp's calls ------------------------------------------------------------------------
@@ -64,10 +88,12 @@ class TappedResponseHandler(ResponseHandler):
         # Called for every request on this connection, from the sending task (so it sees that
         # task's WANT_RAW_BODY), before any byte of the response is parsed.
         auto_decompress = kwargs.get("auto_decompress", True)
-        self._tap = _HEAD if WANT_RAW_BODY.get() and not auto_decompress else _PASS
+        self._tap = _PASS if auto_decompress else _HEAD
+        self._keep_body = WANT_RAW_BODY.get()
         self._head_bytes = b""
         self._held, self._held_size, self._lost = [], 0, None
-        self._sink = self.framing = None
+        self._sink = self.framing = self._failed = None
+        self._watched = 0
         super().set_response_params(**kwargs)
 
     def data_received(self, data: bytes) -> None:
@@ -80,8 +106,17 @@ class TappedResponseHandler(ResponseHandler):
             super().data_received(data)
         elif state == _HOLD:
             self._hold(data)
+        elif state == _WATCH:
+            self._watch(data)
         else:
             self._split_head(data)
+
+    def resume_reading(self, resume_parser: bool = True) -> None:
+        # aiohttp's reader calls this when it has handed out what it held: a failure kept back
+        # until then can be raised without losing the bytes before it.
+        super().resume_reading(resume_parser)
+        if self._failed is not None:
+            self._raise_failure()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         state, sink, payload = self._tap, self._sink, self._payload
@@ -131,9 +166,12 @@ class TappedResponseHandler(ResponseHandler):
         state = self._tap
         self._tap, self._sink = _PASS, None
         if state == _HOLD:
-            held = self._take_held()
-            if held:
-                super().data_received(b"".join(held))
+            held = b"".join(self._take_held())
+            if isinstance(self.framing, ChunkedBody):
+                self._tap = _WATCH
+                self._watch(held)
+            elif held:
+                super().data_received(held)
         elif state == _HEAD and self._head_bytes:
             head, self._head_bytes = self._head_bytes, b""
             super().data_received(head)
@@ -199,6 +237,13 @@ class TappedResponseHandler(ResponseHandler):
             if self.framing is None:
                 self._give_back(buffered)
                 return
+            if not self._keep_body:  # aiohttp reads it: a chunked body is watched on the way
+                if isinstance(self.framing, ChunkedBody):
+                    self._tap = _WATCH
+                    self._watch(buffered)
+                else:
+                    self._give_back(buffered)
+                return
             self._tap = _HOLD
             if buffered:
                 self._hold(buffered)
@@ -215,6 +260,36 @@ class TappedResponseHandler(ResponseHandler):
         if length is not None:
             return LengthBody(int(length))  # the parser has validated it
         return UntilCloseBody()
+
+    def _watch(self, data: bytes) -> None:
+        """A chunked body on its way to aiohttp's parser: the de-framer reads it first."""
+        framing = self.framing
+        if framing.error is not None:
+            return  # broken: the rest is dropped until the exchange closes the connection
+        framing.feed(data)
+        if framing.error is None:
+            self._watched += len(data)
+            if framing.complete:
+                self._tap = _PASS
+            super().data_received(data)
+            return
+        clean = framing.malformed_at - self._watched
+        if clean > 0:
+            super().data_received(data[:clean])
+        # The parser sees nothing more, and the connection's end must not replace this error.
+        self._parser = None
+        self.force_close()
+        if self._payload is not None:
+            self._failed = (self._payload, MalformedBodyError(framing))
+            self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        """Fail the body, once aiohttp's reader holds none of its bytes (readany raises a set
+        error before handing out what it holds)."""
+        payload, failure = self._failed
+        if not payload._buffer:
+            self._failed = None
+            payload.set_exception(failure)
 
     def _give_back(self, data: bytes) -> None:
         self._tap = _PASS
