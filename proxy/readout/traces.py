@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are only counted
 
 
 class TraceError(ValueError):
@@ -27,8 +29,15 @@ class TraceError(ValueError):
 class Listing:
     """Index lines, newest first, still as bytes: only the ones a command shows get parsed."""
 
-    entries: list[tuple[bytes, bytes, Path]] = field(default_factory=list)  # (time, line, dir)
+    # (time, line, dir, line number in the dir's index.jsonl)
+    entries: list[tuple[bytes, bytes, Path, int]] = field(default_factory=list)
     skipped: int = 0  # lines that were not index lines (a write in progress, a bad edit)
+    bad_lines: list[str] = field(default_factory=list)  # the first of them, `file:line: why`
+
+    def skip(self, folder: Path, number: int, why: str) -> None:
+        self.skipped += 1
+        if len(self.bad_lines) < NAMED_BAD_LINES:
+            self.bad_lines.append(f"{folder / 'index.jsonl'}:{number}: {why}")
 
     @property
     def lines(self) -> list[dict]:
@@ -83,12 +92,13 @@ def read_index(trace_dir: Path, session: str | None = None) -> Listing:
             data = (folder / "index.jsonl").read_bytes()
         except OSError:
             continue
-        for raw in data.splitlines():
+        for number, raw in enumerate(data.splitlines(), 1):
             match = search(raw)
             if match is None:
-                listing.skipped += 1 if raw.strip() else 0
+                if raw.strip():
+                    listing.skip(folder, number, "no started_at: not a streamtap index line")
                 continue
-            entries.append((match.group(1), raw, folder))
+            entries.append((match.group(1), raw, folder, number))
     entries.sort(key=lambda entry: entry[0], reverse=True)
     return listing
 
@@ -99,18 +109,15 @@ def select(listing: Listing, *, failed: bool = False, since: str | None = None,
     from since_cutoff(). Lines that turn out not to be JSON are counted in `skipped`."""
     out = []
     cutoff = since.encode() if since is not None else None
-    for started, raw, folder in listing.entries:
+    for started, raw, folder, number in listing.entries:
         if cutoff is not None and started < cutoff:
             break  # newest first: everything after is older
         if failed and _OK in raw:
             continue
         try:
-            line = json.loads(raw)
-        except ValueError:
-            listing.skipped += 1
-            continue
-        if not isinstance(line, dict) or "trace_id" not in line:
-            listing.skipped += 1
+            line = parse_index_line(raw)
+        except NotAnIndexLine as exc:
+            listing.skip(folder, number, str(exc))
             continue
         if failed and line.get("ok") is True:
             continue
