@@ -61,3 +61,37 @@ def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
         relay.wait(10)
         upstream.close()
     assert seen == [request] and received == answer
+
+
+def test_the_stats_bench_times_stats_over_index_lines_streamtap_writes():
+    """bench/stats_bench.py (the README's `stats` figure) runs small: each row names its line
+    count and a positive time."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "stats_bench.py"), "--lines",
+                             "2000", "--repeat", "1"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = result.stdout.splitlines()
+    assert len(rows) == 2 and all("over 2,000 index lines: " in row for row in rows)
+    for row in rows:
+        assert float(re.search(r"lines: (\d+\.\d+) s", row).group(1)) > 0, row
+
+
+def test_the_stats_bench_writes_lines_stats_reads_on_its_fast_path(tmp_path):
+    """The figure is of the path today's index lines take (no JSON parse), with rare endings."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from stats_bench import write_index
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    from streamtap.diagnostics.views.stats import reader
+    from streamtap.proxy.readout.stats import tally_listing
+    from streamtap.proxy.readout.traces import read_index
+
+    write_index(tmp_path, 2000)
+    listing = read_index(tmp_path)
+    read = reader().read
+    assert len(listing.entries) == 2000
+    assert all(isinstance(read(raw)[0], bytes) for _, raw, _, _ in listing.entries)
+    total = tally_listing(listing, "route").total
+    assert 0 < total.endings["clean_close_no_terminal"] < total.requests - total.completed
+    assert total.endings["terminal_after_error"] >= 2
