@@ -61,8 +61,9 @@ def title(table: StatsTable) -> str:
 
 def notes(table: StatsTable) -> list[str]:
     """What the ending columns mean, and what the table could not know."""
-    out = [f"{ENDING_LABELS[name]}: {text}; a client most likely took it for success."
-           for name, text in ENDINGS.items()]
+    out = [f"{ENDING_LABELS[name]}: {text}" for name, text in ENDINGS.items()]
+    out.append("A client most likely took both for success. Timings are nearest-rank "
+               "percentiles of the requests that got that far.")
     if table.unknown:
         out.append(f"{table.unknown} index line(s) from an older streamtap carry no evidence or "
                    "timings beyond ttfb and duration: their endings count as unknown, not as 0.")

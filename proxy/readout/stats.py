@@ -15,7 +15,7 @@ from typing import TextIO
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine
 from streamtap.diagnostics.views import stats_text
-from streamtap.diagnostics.views.stats import StatsTable, Tally, reader
+from streamtap.diagnostics.views.stats import StatsTable, Tally
 from streamtap.proxy.readout.console import emit
 from streamtap.proxy.readout.traces import Listing, TraceError, read_index, since_cutoff
 
@@ -24,7 +24,7 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
     """The table of every index line started at or after `cutoff` (ISO, from since_cutoff)."""
     tally = Tally(by)
     add = tally.add
-    read = reader().read
+    read = tally.reader.read
     limit = cutoff.encode() if cutoff is not None else None
     for started, raw, folder, number in listing.entries:
         if limit is not None and started < limit:

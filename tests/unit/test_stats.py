@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from streamtap.diagnostics.record.index_fields import (ABSENT, FieldReader, NotAnIndexLine,
                                                        decode)
 from streamtap.diagnostics.record.schema import INDEX_KEYS, index_line
-from streamtap.diagnostics.views.stats import FIELDS, Tally, percentile, reader, tally_lines
+from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
 from streamtap.diagnostics.views.stats_text import markdown, outcome_cells, rate, text_table
 from streamtap.diagnostics.views.text import plain
 
@@ -96,9 +96,8 @@ def test_old_index_lines_count_as_unknown_never_crash():
            .items() if key not in ("upstream_host", "evidence", "terminal", "terminal_after_error",
                                    "headers_ms", "first_event_ms", "silence_ms", "session_id")}
     tally = Tally("session")
-    fields = reader()
-    tally.add(fields.read(raw(old)), "folder-name")
-    tally.add(fields.read(raw(line(2))), "s1")
+    tally.add(tally.reader.read(raw(old)), "folder-name")
+    tally.add(tally.reader.read(raw(line(2))), "s1")
     table = tally.table()
     assert {group.key: group.requests for group in table.groups} == {"folder-name": 1, "s1": 1}
     assert table.unknown == 1
@@ -108,7 +107,7 @@ def test_old_index_lines_count_as_unknown_never_crash():
 
 
 def test_foreign_and_broken_lines_are_refused_with_why():
-    fields = reader()
+    fields = FieldReader(INDEX_KEYS)
     for bad, why in ((b'{"trace_id": "half-writ', "not JSON"), (b"[1, 2]", "no trace_id"),
                      (b'{"started_at": "2026-11-25T12:00:00Z", "hello": 1}', "no trace_id")):
         with pytest.raises(NotAnIndexLine, match=why):
@@ -126,7 +125,8 @@ def test_index_line_writes_index_keys_in_order():
 
 
 def test_the_fast_path_reads_todays_lines_without_json():
-    values = reader().read(raw(line(1, model="gpt|4")))
+    values = FieldReader(INDEX_KEYS).read(raw(line(1, model="gpt|4")))
+    assert len(values) == len(INDEX_KEYS)
     assert all(isinstance(value, bytes) for value in values)  # raw JSON text: no parse
     assert markdown(tally_lines([line(1, model="gpt|4")], "model")).count("gpt\\|4") == 2
 
@@ -148,5 +148,5 @@ _flag = st.one_of(st.none(), st.booleans())
 def test_the_fast_path_reads_what_json_reads(fields):
     entry = line(7, **fields)
     text = raw(entry)
-    fast = tuple(decode(value) for value in reader().read(text))
-    assert fast == tuple(json.loads(text).get(key, ABSENT) for key in FIELDS)
+    fast = tuple(decode(value) for value in FieldReader(INDEX_KEYS).read(text))
+    assert fast == tuple(json.loads(text).get(key, ABSENT) for key in INDEX_KEYS)
