@@ -82,14 +82,23 @@ def _timing(values: list[float]) -> Timing:
     return Timing(*(percentile(values, p) for p in PERCENTILES), n=len(values))
 
 
-def _number(value: object) -> float | None:
-    """A timing as a float; None for null, a field the line lacks or a value that is no number."""
-    if value is None or value is ABSENT or value == b"null":
-        return None
+_NUMERIC = frozenset({bytes, int, float})  # bool is not a timing, though float(True) works
+
+
+def _numbers(values: list) -> list[float]:
+    """The timings of a group as floats: raw JSON text or numbers; null, a field the line lacks
+    and a value that is no number (a foreign line's) are left out."""
+    kept = [value for value in values if value.__class__ in _NUMERIC and value != b"null"]
     try:
-        return float(value)  # type: ignore[arg-type]  # bytes or a number
-    except (TypeError, ValueError):
-        return None
+        return list(map(float, kept))
+    except ValueError:  # a line from elsewhere with `"headers_ms": "soon"`: one at a time
+        numbers = []
+        for value in kept:
+            try:
+                numbers.append(float(value))
+            except ValueError:
+                pass
+        return numbers
 
 
 def _name(value: object) -> str:
@@ -115,7 +124,7 @@ class Tally:
         self._counted = itemgetter(self._group, *map(fields.index, COUNTED))
         self._timed = itemgetter(*map(fields.index, TIMED))
         self._counts: dict[tuple, int] = {}  # (group, ok, boundary, evidence, after error) -> n
-        self._times: dict[object, tuple[list, ...]] = {}  # group -> one list per timing
+        self._times: dict[object, list[tuple]] = {}  # group -> each line's TIMED values
 
     def add(self, values: tuple, session: str | None = None) -> None:
         """One line's fields, from self.reader; `session` names the folder of a line too old to
@@ -126,14 +135,10 @@ class Tally:
             group = session
             key = (group, *key[1:])
         self._counts[key] = self._counts.get(key, 0) + 1
-        lists = self._times.get(group)
-        if lists is None:
-            lists = self._times[group] = ([], [], [], [])
-        headers, first_event, duration, silence = self._timed(values)
-        lists[0].append(headers)  # unrolled: this runs once per line
-        lists[1].append(first_event)
-        lists[2].append(duration)
-        lists[3].append(silence)
+        times = self._times.get(group)
+        if times is None:
+            times = self._times[group] = []
+        times.append(self._timed(values))  # one tuple per line, split into columns once
 
     def table(self) -> StatsTable:
         counts: dict[str, dict] = {}
@@ -157,10 +162,10 @@ class Tally:
                 if seen:
                     entry["endings"][ending] = entry["endings"].get(ending, 0) + n
         times: dict[str, list[list[float]]] = {}
-        for group, lists in self._times.items():
+        for group, rows in self._times.items():
             merged = times.setdefault(_name(group), [[] for _ in TIMINGS])
-            for into, values in zip(merged, lists):
-                into.extend(number for number in map(_number, values) if number is not None)
+            for into, values in zip(merged, zip(*rows)):
+                into.extend(_numbers(values))
         groups = [self._group_of(key, entry, times[key]) for key, entry in counts.items()]
         groups.sort(key=lambda group: (-group.requests, group.key))
         total = _total(groups, [sum(lists, []) for lists in zip(*times.values())]

@@ -26,6 +26,7 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
     add = tally.add
     read = tally.reader.read
     limit = cutoff.encode() if cutoff is not None else None
+    by_session = by == "session"  # only then does an old line need its folder's name
     for started, raw, folder, number in listing.entries:
         if limit is not None and started < limit:
             break  # newest first: everything after is older
@@ -34,7 +35,7 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
         except NotAnIndexLine as exc:
             listing.skip(folder, number, str(exc))
             continue
-        add(values, folder.name)
+        add(values, folder.name if by_session else None)
     return tally.table()
 
 

@@ -150,3 +150,10 @@ def test_the_fast_path_reads_what_json_reads(fields):
     text = raw(entry)
     fast = tuple(decode(value) for value in FieldReader(INDEX_KEYS).read(text))
     assert fast == tuple(json.loads(text).get(key, ABSENT) for key in INDEX_KEYS)
+
+
+def test_a_timing_that_is_no_number_is_left_out_not_fatal():
+    lines = [line(1, headers_ms="soon", first_event_ms=True), line(2, headers_ms=7.0)]
+    timings = tally_lines(lines).total.timings
+    assert (timings["headers"].n, timings["headers"].p50) == (1, 7.0)
+    assert timings["first_event"].n == 1 and timings["duration"].n == 2
