@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -17,7 +17,7 @@ from streamtap.diagnostics.record.index_fields import NotAnIndexLine
 from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.stats import StatsTable, Tally
 from streamtap.proxy.readout.console import emit
-from streamtap.proxy.readout.traces import Listing, TraceError, read_index, since_cutoff
+from streamtap.proxy.readout.traces import Listing, read_index_since, says_trace_errors
 
 
 def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> StatsTable:
@@ -39,16 +39,12 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
     return tally.table()
 
 
+@says_trace_errors
 def stats(trace_dir: str | Path, *, by: str = "route", session: str | None = None,
           since: str | None = None, fmt: str = "table", out: TextIO | None = None,
           now: datetime | None = None) -> int:
     out = out or sys.stdout
-    try:
-        cutoff = since_cutoff(since, now or datetime.now(timezone.utc)) if since else None
-        listing = read_index(Path(trace_dir), session)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    listing, cutoff = read_index_since(Path(trace_dir), session, since, now)
     table = tally_listing(listing, by, cutoff)
     if listing.skipped:
         named = "".join(f"\n  {line}" for line in listing.bad_lines)

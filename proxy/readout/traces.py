@@ -7,8 +7,11 @@ and counted, never fatal: a trace directory is often written while it is read.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,6 +26,18 @@ NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are o
 
 class TraceError(ValueError):
     """A trace that cannot be found or read; the message says what to do."""
+
+
+def says_trace_errors(command: Callable[..., int]) -> Callable[..., int]:
+    """A reading command that prints a TraceError's message and exits 2 instead of a traceback."""
+    @functools.wraps(command)
+    def run(*args, **kwargs) -> int:
+        try:
+            return command(*args, **kwargs)
+        except TraceError as exc:
+            print(f"streamtap: {exc}", file=sys.stderr)
+            return 2
+    return run
 
 
 @dataclass
@@ -101,6 +116,14 @@ def read_index(trace_dir: Path, session: str | None = None) -> Listing:
             entries.append((match.group(1), raw, folder, number))
     entries.sort(key=lambda entry: entry[0], reverse=True)
     return listing
+
+
+def read_index_since(trace_dir: Path, session: str | None, since: str | None,
+                     now: datetime | None = None) -> tuple[Listing, str | None]:
+    """read_index(), and the ISO cutoff of a --since (None without one): what ls, stats and
+    report start with. Raises TraceError for a bad --since or a missing trace dir."""
+    cutoff = since_cutoff(since, now or datetime.now(timezone.utc)) if since else None
+    return read_index(trace_dir, session), cutoff
 
 
 def select(listing: Listing, *, failed: bool = False, since: str | None = None,
