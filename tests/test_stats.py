@@ -119,3 +119,18 @@ def test_stats_counts_endings_sent_through_a_real_proxy(fake, tmp_path):
         assert f"| 127.0.0.1:{port} | 14 | 9 (64.3%) |" in result.stdout
     finally:
         proxy.stop()
+
+
+def test_since_and_session_narrow_what_stats_counts(tmp_path):
+    build(tmp_path)  # one request a minute from 12:01 (alpha 1-3, beta 4-7, gamma 8-9)
+    result = streamtap("stats", "--trace-dir", str(tmp_path), "--since", "2026-11-25T12:05:00Z",
+                       "--by", "session", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert {group["key"]: group["requests"] for group in json.loads(result.stdout)["groups"]} == {
+        "beta": 3, "gamma": 2}
+    result = streamtap("stats", "--trace-dir", str(tmp_path), "--session", "alpha", "--by",
+                       "boundary", "--format", "json")
+    assert [group["key"] for group in json.loads(result.stdout)["groups"]] == [
+        "none", "provider_close", "transport"]
+    result = streamtap("stats", "--trace-dir", str(tmp_path), "--since", "yesterday")
+    assert result.returncode == 2 and "30m, 1h, 2d" in result.stderr
