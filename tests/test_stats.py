@@ -11,6 +11,8 @@ import sys
 
 import httpx
 
+from streamtap.diagnostics.record.index_fields import FieldReader
+from streamtap.diagnostics.record.schema import INDEX_KEYS
 from streamtap.diagnostics.views.model import build_view
 from streamtap.proxy.readout.traces import load_record, read_index, record_path, select
 from tests.fakeprovider import Scenario
@@ -42,6 +44,11 @@ def test_index_lines_carry_what_stats_reads(tmp_path):
                                                                            "upstream_reset")
     refused = next(line for line in lines.values() if line["boundary"] == "proxy")
     assert (refused["headers_ms"], refused["silence_ms"]) == (None, None)
+    # Lines as the store writes them are read without a JSON parse (raw text back).
+    read = FieldReader(INDEX_KEYS).read
+    raws = [raw for index in tmp_path.glob("*/index.jsonl")
+            for raw in index.read_bytes().splitlines()]
+    assert len(raws) == 9 and all(isinstance(read(raw)[0], bytes) for raw in raws)
 
 
 def test_a_broken_or_foreign_index_line_is_counted_and_named(tmp_path):

@@ -85,20 +85,12 @@ def _timing(values: list[float]) -> Timing:
 _NUMERIC = frozenset({bytes, int, float})  # bool is not a timing, though float(True) works
 
 
-def _numbers(values: list) -> list[float]:
-    """The timings of a group as floats: raw JSON text or numbers; null, a field the line lacks
-    and a value that is no number (a foreign line's) are left out."""
-    kept = [value for value in values if value.__class__ in _NUMERIC and value != b"null"]
-    try:
-        return list(map(float, kept))
-    except ValueError:  # a line from elsewhere with `"headers_ms": "soon"`: one at a time
-        numbers = []
-        for value in kept:
-            try:
-                numbers.append(float(value))
-            except ValueError:
-                pass
-        return numbers
+def _numbers(values: tuple) -> list[float]:
+    """The timings of a group as floats. Raw JSON text is a number or null (FieldReader's
+    pattern); a decoded value is kept only if it is a number: null, a field the line lacks and a
+    foreign line's `"headers_ms": "soon"` are left out."""
+    return list(map(float, [value for value in values
+                            if value.__class__ in _NUMERIC and value != b"null"]))
 
 
 def _name(value: object) -> str:

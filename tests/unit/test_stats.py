@@ -13,7 +13,8 @@ from streamtap.diagnostics.record.index_fields import (ABSENT, FieldReader, NotA
                                                        decode)
 from streamtap.diagnostics.record.schema import INDEX_KEYS, index_line
 from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
-from streamtap.diagnostics.views.stats_text import markdown, outcome_cells, rate, text_table
+from streamtap.diagnostics.views.stats_text import (as_json, markdown, outcome_cells, rate,
+                                                    text_table, timing_cells)
 from streamtap.diagnostics.views.text import plain
 
 
@@ -40,12 +41,16 @@ def test_nearest_rank_percentiles_are_values_that_were_seen():
     assert [percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], p)
             for p in (50, 90, 99)] == [5.0, 9.0, 10.0]
     assert percentile([7.0], 99) == 7.0 and percentile([], 50) is None
+    assert percentile([float(v) for v in range(1, 1001)], 50) == 500.0
+    timing = tally_lines([line(n, headers_ms=float(n)) for n in range(1, 101)]).total.timings
+    assert (timing["headers"].p50, timing["headers"].p90, timing["headers"].p99) == (50, 90, 99)
 
 
 def test_rates_are_per_mille_when_small():
     assert rate(23, 13_312) == "1.7‰"  # the gateway: 23 bare ends in 13,312 requests
     assert rate(1, 100_000) == "0.01‰"
     assert rate(1, 4) == "25.0%" and rate(1, 100) == "1.0%" and rate(0, 0) == "0‰"
+    assert rate(1, 1000) == "1.0‰" and rate(5, 10_000) == "0.5‰"
 
 
 def test_counts_rates_and_the_endings_a_client_took_for_success():
@@ -59,25 +64,53 @@ def test_counts_rates_and_the_endings_a_client_took_for_success():
                    terminal=False)]
     lines += [line(13, ok=False, boundary="injected", phase="text", evidence="injected_reset",
                    terminal=False)]
+    lines += [line(14, ok=False, boundary="injected", phase="complete",
+                   evidence="injected_drop_terminal", terminal=False)]
+    lines += [line(15, ok=False, boundary=None, phase=None, evidence=None)]
     table = tally_lines(lines, "route")
     by_key = {group.key: group for group in table.groups}
     assert [group.key for group in table.groups] == ["openai", "gateway"]  # most requests first
     openai, gateway = by_key["openai"], by_key["gateway"]
-    assert (openai.requests, openai.completed, openai.boundaries) == (8, 6, {"injected": 2})
-    assert openai.endings == {"clean_close_no_terminal": 1}  # the injected close, not the reset
+    assert (openai.requests, openai.completed) == (10, 6)
+    assert openai.boundaries == {"injected": 3, "unknown": 1}  # a line without a boundary
+    # the injected close and drop_terminal, not the reset
+    assert openai.endings == {"clean_close_no_terminal": 2}
     assert gateway.boundaries == {"provider_close": 1, "provider_error": 1}
     assert gateway.endings == {"clean_close_no_terminal": 1, "terminal_after_error": 1}
-    assert table.total.requests == 10 and table.total.endings == {"clean_close_no_terminal": 2,
+    assert table.total.requests == 12 and table.total.endings == {"clean_close_no_terminal": 3,
                                                                    "terminal_after_error": 1}
-    assert table.boundaries == ("provider_close", "provider_error", "injected")
+    assert table.boundaries == ("provider_close", "provider_error", "injected", "unknown")
     header, rows = outcome_cells(table)
-    assert header[-2:] == ["CLEAN CLOSE, NO TERMINAL", "TERMINAL AFTER ERROR"]
-    assert rows[1] == ["gateway", "2", "0", "1 (50.0%)", "1 (50.0%)", "0", "1 (50.0%)",
+    assert header == ["ROUTE", "REQUESTS", "COMPLETED", "PROVIDER_CLOSE", "PROVIDER_ERROR",
+                      "INJECTED", "UNKNOWN", "CLEAN CLOSE, NO TERMINAL", "TERMINAL AFTER ERROR"]
+    assert rows[0] == ["openai", "10", "6 (60.0%)", "0", "0", "3 (30.0%)", "1 (10.0%)",
+                       "2 (20.0%)", "0"]
+    assert rows[1] == ["gateway", "2", "0", "1 (50.0%)", "1 (50.0%)", "0", "0", "1 (50.0%)",
                        "1 (50.0%)"]
-    assert rows[2][0] == "all" and rows[2][1] == "10"
+    assert rows[2][:3] == ["all", "12", "6 (50.0%)"]
     by_upstream = tally_lines(lines, "upstream")
-    assert {g.key: g.requests for g in by_upstream.groups} == {"api.openai.com:443": 8,
+    assert {g.key: g.requests for g in by_upstream.groups} == {"api.openai.com:443": 10,
                                                                "gw.example:443": 2}
+    shown = as_json(table, ["x/index.jsonl:3: not JSON"], 4)
+    assert shown["skipped"] == {"count": 4, "lines": ["x/index.jsonl:3: not JSON"]}
+    assert (shown["by"], shown["percentiles"], shown["unknown_endings"]) == ("route",
+                                                                             "nearest-rank", 0)
+    gateway_json = shown["groups"][1]
+    assert (gateway_json["key"], gateway_json["requests"]) == ("gateway", 2)
+    assert gateway_json["completed"] == {"count": 0, "rate": 0.0}
+    assert gateway_json["boundaries"]["injected"] == {"count": 0, "rate": 0.0}
+    assert gateway_json["boundaries"]["provider_close"] == {"count": 1, "rate": 0.5}
+    assert gateway_json["endings"] == {"clean_close_no_terminal": {"count": 1, "rate": 0.5},
+                                       "terminal_after_error": {"count": 1, "rate": 0.5}}
+    assert gateway_json["timings_ms"]["headers"] == {"p50": 100.0, "p90": 100.0, "p99": 100.0,
+                                                     "n": 2}
+    assert shown["total"]["requests"] == 12 and set(shown["endings"]) == {
+        "clean_close_no_terminal", "terminal_after_error"}
+    assert shown["groups"][0]["endings"]["terminal_after_error"] == {"count": 0, "rate": 0.0}
+    assert shown["groups"][0]["boundaries"]["injected"] == {"count": 3, "rate": 0.3}
+    seventh = as_json(tally_lines([line(n, ok=n > 0) for n in range(7)]))["total"]
+    assert seventh["completed"] == {"count": 6, "rate": 0.857143}
+    assert as_json(tally_lines([]))["total"]["completed"] == {"count": 0, "rate": 0.0}
 
 
 def test_timings_skip_stages_never_reached_and_group_by_any_field():
@@ -89,6 +122,42 @@ def test_timings_skip_stages_never_reached_and_group_by_any_field():
     assert (timings["headers"].p50, timings["headers"].p90, timings["headers"].n) == (5.0, 9.0, 10)
     assert (timings["first_event"].p50, timings["first_event"].n) == (60.0, 5)
     assert "5.0 ms / 9.0 ms / 10 ms" in plain(text_table(table))
+    assert len(outcome_cells(table)[1]) == 1  # one group: no `all` row repeating it
+
+
+def test_the_terminal_and_markdown_tables_are_aligned_and_name_their_columns():
+    lines = [line(1, model="a"), line(2, model="bb", ok=False, boundary="provider_close",
+                                                 evidence="clean_close", first_event_ms=None)]
+    table = tally_lines(lines, "model")
+    assert timing_cells(table)[0] == ["MODEL", "TIME TO HEADERS p50 / p90 / p99",
+                                      "TIME TO FIRST EVENT p50 / p90 / p99",
+                                      "DURATION p50 / p90 / p99",
+                                      "LONGEST SILENCE p50 / p90 / p99"]
+    text = plain(text_table(table)).splitlines()
+    assert text[:6] == [
+        "2 requests by model", "",
+        "MODEL  REQUESTS   COMPLETED  PROVIDER_CLOSE  CLEAN CLOSE, NO TERMINAL  TERMINAL AFTER ERROR",
+        "a             1  1 (100.0%)               0                         0                     0",
+        "bb            1           0      1 (100.0%)                1 (100.0%)                     0",
+        "all           2   1 (50.0%)       1 (50.0%)                 1 (50.0%)                     0"]
+    assert text[8].startswith("a             100 ms / 100 ms / 100 ms             120 ms / ")
+    assert text[9].startswith("bb            100 ms / 100 ms / 100 ms" + " " * 36 + "-  1000 ms")
+    assert text[-3].startswith("clean close, no terminal: ended cleanly without the terminal")
+    assert text[-1].startswith("A client most likely took both for success.")
+    md = markdown(table).splitlines()
+    assert md[:4] == ["**2 requests by model**", "",
+                      "| MODEL | REQUESTS | COMPLETED | PROVIDER_CLOSE | CLEAN CLOSE, NO TERMINAL "
+                      "| TERMINAL AFTER ERROR |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    assert md[4] == "| a | 1 | 1 (100.0%) | 0 | 0 | 0 |"
+    assert md[-1].startswith("- A client most likely took both for success.")
+
+
+def test_a_line_keeps_its_own_group_whatever_its_folder():
+    tally = Tally("route")
+    tally.add(tally.reader.of(line(1, route="gateway")), "folder-name")
+    tally.add(tally.reader.of(line(2, route="")), "folder-name")
+    assert [group.key for group in tally.table().groups] == ["-", "gateway"]
 
 
 def test_old_index_lines_count_as_unknown_never_crash():
@@ -98,10 +167,11 @@ def test_old_index_lines_count_as_unknown_never_crash():
     tally = Tally("session")
     tally.add(tally.reader.read(raw(old)), "folder-name")
     tally.add(tally.reader.read(raw(line(2))), "s1")
+    tally.add(tally.reader.read(raw(line(3))), "s1")
     table = tally.table()
-    assert {group.key: group.requests for group in table.groups} == {"folder-name": 1, "s1": 1}
+    assert {group.key: group.requests for group in table.groups} == {"folder-name": 1, "s1": 2}
     assert table.unknown == 1
-    assert table.total.timings["headers"].n == 1 and table.total.timings["duration"].n == 2
+    assert table.total.timings["headers"].n == 2 and table.total.timings["duration"].n == 3
     assert "1 index line(s) from an older streamtap" in plain(text_table(table))
     assert tally_lines([old], "upstream").groups[0].key == "-"
 
