@@ -94,7 +94,8 @@ def test_stats_counts_endings_sent_through_a_real_proxy(fake, tmp_path):
     proxy = ProxyProcess(tmp_path, {"direct": fake.url, "gateway": fake.url})
     session = new_session()
     try:
-        sent = [("direct", complete, None)] * 6 + [("direct", complete, "close; at=event:text_delta:2")]
+        injected_close = "close; at=event:text_delta:2"
+        sent = [("direct", complete, None)] * 6 + [("direct", complete, injected_close)]
         sent += [("gateway", complete, None)] * 3 + [("gateway", bare_end, None)] * 2
         sent += [("gateway", done_after_error, None), ("gateway", reset, None)]
         seen = [_send(proxy.url(route) + prefix + "/v1/chat/completions", session, fault)

@@ -52,15 +52,22 @@ def longest_silence_ms(timeline: dict, frames: list) -> float | None:
     return round(max(timeline.get("max_gap_ms") or 0.0, final, 0.0), 1)
 
 
+# The error shape that is itself the terminal event (Responses' `response.failed`): a client is
+# told the turn failed, so a terminal that carries it is no ending to take for success.
+FAILED_TERMINAL = "failed_terminal"
+
+
 def terminal_after_error(record: dict) -> bool:
     """The terminal event came after an error inside the stream: a gateway that writes `[DONE]`
     (or `message_stop`) after the provider failed, which a client takes for a finished turn."""
     stream = record.get("stream") or {}
     errors = stream.get("errors") or ()
     terminal_ms = (record.get("timeline") or {}).get("terminal_event")
-    if not errors or stream.get("terminal") is None or terminal_ms is None:
+    if stream.get("terminal") is None or terminal_ms is None:
         return False
-    return terminal_ms >= (errors[0].get("t_ms") or 0.0)
+    if any(error.get("shape") == FAILED_TERMINAL for error in errors):
+        return False
+    return any((error.get("t_ms") or 0.0) <= terminal_ms for error in errors)
 
 
 def index_line(record: dict, file: str | None = None) -> dict:
@@ -83,6 +90,8 @@ def index_line(record: dict, file: str | None = None) -> dict:
         "message_id": record.get("message_id"),
         "route": record["route"],
         "provider": record.get("provider"),
+        # `host:port` of the route's configured URL: from the config, never a user, a password,
+        # a path or a query, so no secret and no content.
         "upstream_host": upstream_host(record.get("upstream_url")),
         "dialect": record.get("dialect"),
         "dialect_source": record.get("dialect_source"),

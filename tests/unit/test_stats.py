@@ -1,5 +1,6 @@
 """The stats tally and its fast index reader, pure: percentiles, rates, the endings a client took
-for success, old and foreign index lines, and the fast path reading exactly what json.loads reads."""
+for success, old and foreign index lines, and the fast path reading exactly what json.loads
+reads."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
 from streamtap.diagnostics.views.stats_text import (as_json, markdown, outcome_cells, rate,
                                                     text_table, timing_cells)
 from streamtap.diagnostics.views.text import plain
+from tests.streams import chat_chunk, chat_text_stream, responses_event, responses_text_stream, sse
+from tests.support import record_stream
 
 
 def line(n: int = 0, **fields) -> dict:
@@ -227,3 +230,27 @@ def test_a_timing_that_is_no_number_is_left_out_not_fatal():
     timings = tally_lines(lines).total.timings
     assert (timings["headers"].n, timings["headers"].p50) == (1, 7.0)
     assert timings["first_event"].n == 1 and timings["duration"].n == 2
+
+
+def _recorded(chunks: list[bytes], path: str) -> dict:
+    return record_stream(b"".join(chunks), path=path, chunks=[len(c) for c in chunks], t_step=10)
+
+
+def test_terminal_after_error_is_a_terminal_a_client_took_for_success():
+    error = sse({"error": {"type": "server_error", "message": "upstream failed"}})
+    chat, done, text = "/v1/chat/completions", b"data: [DONE]\n\n", chat_text_stream(2)[:-2]
+    done_after_error = _recorded(text + [error, done], chat)
+    finish_error = _recorded(text + [chat_chunk({}, "error"), done], chat)
+    plain_done = _recorded(chat_text_stream(2), chat)
+    no_terminal = _recorded(text + [error], chat)
+    seq = [100]
+    failed = _recorded(responses_text_stream(2, terminal=False) + [responses_event(
+        {"type": "response.failed", "response": {"id": "resp_e2e1", "status": "failed",
+                                                 "error": {"code": "server_error"}}}, seq)],
+        "/v1/responses")
+    assert [index_line(record)["terminal_after_error"] for record in (
+        done_after_error, finish_error, plain_done, no_terminal, failed)] == [
+        True, True, False, False, False]
+    # response.failed is the terminal and the error at once: the client was told it failed
+    assert failed["stream"]["terminal"] == "response.failed"
+    assert [error["shape"] for error in failed["stream"]["errors"]] == ["failed_terminal"]
