@@ -27,9 +27,9 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
     read = tally.reader.read
     limit = cutoff.encode() if cutoff is not None else None
     by_session = by == "session"  # only then does an old line need its folder's name
-    for started, raw, folder, number in listing.entries:
+    for started, raw, folder, number in listing.entries:  # in file order, not sorted
         if limit is not None and started < limit:
-            break  # newest first: everything after is older
+            continue
         try:
             values = read(raw)
         except NotAnIndexLine as exc:
@@ -44,7 +44,7 @@ def stats(trace_dir: str | Path, *, by: str = "route", session: str | None = Non
           since: str | None = None, fmt: str = "table", out: TextIO | None = None,
           now: datetime | None = None) -> int:
     out = out or sys.stdout
-    listing, cutoff = read_index_since(Path(trace_dir), session, since, now)
+    listing, cutoff = read_index_since(Path(trace_dir), session, since, now, newest_first=False)
     table = tally_listing(listing, by, cutoff)
     if listing.skipped:
         named = "".join(f"\n  {line}" for line in listing.bad_lines)

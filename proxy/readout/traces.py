@@ -97,8 +97,9 @@ def session_dirs(trace_dir: Path, session: str | None = None) -> list[Path]:
     return [path for path in trace_dir.iterdir() if path.is_dir()]
 
 
-def read_index(trace_dir: Path, session: str | None = None) -> Listing:
-    """Every index line of the trace dir (or one session), newest first, unparsed."""
+def read_index(trace_dir: Path, session: str | None = None, newest_first: bool = True) -> Listing:
+    """Every index line of the trace dir (or one session), unparsed; newest first unless the
+    caller reads them all anyway (stats: sorting 100,000 lines costs a tenth of a second)."""
     listing = Listing()
     entries = listing.entries
     search = _STARTED.search
@@ -114,16 +115,18 @@ def read_index(trace_dir: Path, session: str | None = None) -> Listing:
                     listing.skip(folder, number, "no started_at: not a streamtap index line")
                 continue
             entries.append((match.group(1), raw, folder, number))
-    entries.sort(key=lambda entry: entry[0], reverse=True)
+    if newest_first:
+        entries.sort(key=lambda entry: entry[0], reverse=True)
     return listing
 
 
 def read_index_since(trace_dir: Path, session: str | None, since: str | None,
-                     now: datetime | None = None) -> tuple[Listing, str | None]:
+                     now: datetime | None = None,
+                     newest_first: bool = True) -> tuple[Listing, str | None]:
     """read_index(), and the ISO cutoff of a --since (None without one): what ls, stats and
     report start with. Raises TraceError for a bad --since or a missing trace dir."""
     cutoff = since_cutoff(since, now or datetime.now(timezone.utc)) if since else None
-    return read_index(trace_dir, session), cutoff
+    return read_index(trace_dir, session, newest_first), cutoff
 
 
 def select(listing: Listing, *, failed: bool = False, since: str | None = None,
