@@ -13,28 +13,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from streamtap.diagnostics.record.index_fields import NotAnIndexLine
 from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.stats import StatsTable, Tally
 from streamtap.proxy.readout.console import emit
-from streamtap.proxy.readout.traces import Listing, read_index_since, says_trace_errors
+from streamtap.proxy.readout.traces import (Listing, read_index_since, read_lines,
+                                            says_trace_errors)
 
 
 def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> StatsTable:
     """The table of every index line started at or after `cutoff` (ISO, from since_cutoff)."""
     tally = Tally(by)
     add = tally.add
-    read = tally.reader.read
-    limit = cutoff.encode() if cutoff is not None else None
     by_session = by == "session"  # only then does an old line need its folder's name
-    for started, raw, folder, number in listing.entries:  # in file order, not sorted
-        if limit is not None and started < limit:
-            continue
-        try:
-            values = read(raw)
-        except NotAnIndexLine as exc:
-            listing.skip(folder, number, str(exc))
-            continue
+    for values, folder in read_lines(listing, tally.reader.read, cutoff):
         add(values, folder.name if by_session else None)
     return tally.table()
 

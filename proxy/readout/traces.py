@@ -11,16 +11,18 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+T = TypeVar("T")
 NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are only counted
 
 
@@ -48,6 +50,7 @@ class Listing:
     entries: list[tuple[bytes, bytes, Path, int]] = field(default_factory=list)
     skipped: int = 0  # lines that were not index lines (a write in progress, a bad edit)
     bad_lines: list[str] = field(default_factory=list)  # the first of them, `file:line: why`
+    newest_first: bool = True  # entries sorted by time (else in the files' order)
 
     def skip(self, folder: Path, number: int, why: str) -> None:
         self.skipped += 1
@@ -115,9 +118,31 @@ def read_index(trace_dir: Path, session: str | None = None, newest_first: bool =
                     listing.skip(folder, number, "no started_at: not a streamtap index line")
                 continue
             entries.append((match.group(1), raw, folder, number))
+    listing.newest_first = newest_first
     if newest_first:
         entries.sort(key=lambda entry: entry[0], reverse=True)
     return listing
+
+
+def read_lines(listing: Listing, read: Callable[[bytes], T], since: str | None = None,
+               keep: Callable[[bytes], bool] | None = None) -> Iterator[tuple[T, Path]]:
+    """Each line started at or after `since` (an ISO cutoff from since_cutoff()) that `keep`
+    keeps, read by `read`, with its folder; a line `read` refuses (NotAnIndexLine) is skipped,
+    counted and named."""
+    cutoff = since.encode() if since is not None else None
+    for started, raw, folder, number in listing.entries:
+        if cutoff is not None and started < cutoff:
+            if listing.newest_first:
+                break  # everything after is older
+            continue
+        if keep is not None and not keep(raw):
+            continue
+        try:
+            value = read(raw)
+        except NotAnIndexLine as exc:
+            listing.skip(folder, number, str(exc))
+            continue
+        yield value, folder
 
 
 def read_index_since(trace_dir: Path, session: str | None, since: str | None,
@@ -134,17 +159,8 @@ def select(listing: Listing, *, failed: bool = False, since: str | None = None,
     """The newest-first index lines that pass the filters, parsed; `since` is an ISO cutoff
     from since_cutoff(). Lines that turn out not to be JSON are counted in `skipped`."""
     out = []
-    cutoff = since.encode() if since is not None else None
-    for started, raw, folder, number in listing.entries:
-        if cutoff is not None and started < cutoff:
-            break  # newest first: everything after is older
-        if failed and _OK in raw:
-            continue
-        try:
-            line = parse_index_line(raw)
-        except NotAnIndexLine as exc:
-            listing.skip(folder, number, str(exc))
-            continue
+    keep = (lambda raw: _OK not in raw) if failed else None
+    for line, folder in read_lines(listing, parse_index_line, since, keep):
         if failed and line.get("ok") is True:
             continue
         if provider is not None and line.get("provider", line.get("route")) != provider:
