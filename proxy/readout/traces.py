@@ -44,7 +44,8 @@ def says_trace_errors(command: Callable[..., int]) -> Callable[..., int]:
 
 @dataclass
 class Listing:
-    """Index lines, newest first, still as bytes: only the ones a command shows get parsed."""
+    """Index lines (newest first unless read in file order), still as bytes: only the ones a
+    command shows get parsed."""
 
     # (time, line, dir, line number in the dir's index.jsonl)
     entries: list[tuple[bytes, bytes, Path, int]] = field(default_factory=list)
