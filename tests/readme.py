@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -33,3 +36,17 @@ def shell_blocks(title: str, language: str = "sh") -> list[str]:
 def code_blocks(title: str, language: str) -> list[str]:
     """The raw text of every ```<language> block of a section (python, js, json, toml...)."""
     return re.findall(rf"```{language}\n(.*?)\n```", section(title), flags=re.S)
+
+
+def run_verbatim(commands: list[str], cwd: Path) -> list[str]:
+    """Run each command as README shows it, in a shell in `cwd`, with this streamtap first on
+    PATH and no colour; each must succeed. Their stdouts, in order."""
+    env = {**os.environ, "NO_COLOR": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    outputs = []
+    for command in commands:
+        result = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, f"{command}: {result.stderr}"
+        outputs.append(result.stdout)
+    return outputs

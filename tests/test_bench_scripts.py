@@ -74,3 +74,37 @@ def test_forced_exit_counts_every_stream_it_opened_in_the_records():
     assert figures["records_written"] == figures["records_expected"] == 40
     assert figures["evidence"] == {"shutdown_forced": 40}  # both signals at once: all forced
     assert 0 < figures["exit_s"] < 10
+
+
+def test_the_stats_bench_times_stats_over_index_lines_streamtap_writes():
+    """bench/stats_bench.py (the README's `stats` figure) runs small: each row names its line
+    count and a positive time."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "stats_bench.py"), "--lines",
+                             "2000", "--repeat", "1"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    rows = result.stdout.splitlines()
+    assert len(rows) == 2 and all("over 2,000 index lines: " in row for row in rows)
+    for row in rows:
+        assert float(re.search(r"lines: (\d+\.\d+) s wall, (\d+\.\d+) s CPU", row).group(1)) > 0, row
+
+
+def test_the_stats_bench_writes_lines_stats_reads_on_its_fast_path(tmp_path):
+    """The figure is of the path today's index lines take (no JSON parse), with rare endings."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from stats_bench import write_index
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    from streamtap.diagnostics.views.stats import Tally
+    from streamtap.proxy.readout.stats import tally_listing
+    from streamtap.proxy.readout.traces import read_index
+
+    write_index(tmp_path, 2000)
+    listing = read_index(tmp_path)
+    read = Tally("model").reader.read
+    assert len(listing.entries) == 2000
+    assert all(isinstance(read(raw)[0], bytes) for _, raw, _, _ in listing.entries)
+    total = tally_listing(listing, "route").total
+    assert 0 < total.endings["clean_close_no_terminal"] < total.requests - total.completed
+    assert total.endings["terminal_after_error"] >= 2

@@ -1,8 +1,12 @@
 """The live page and the report in real headless Chromium, through the DevTools protocol: one
 timeline per trace, the failure marker on failed ones only, a row added live when a request
-finishes, and a provider error message of `<script>...` shown as text (no script ran)."""
+finishes, a provider error message of `<script>...` shown as text (no script ran), and the
+`streamtap stats` table of the traces shown."""
 
 import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +29,24 @@ DOM_FACTS = """(() => {
     failedRows: [...document.querySelectorAll("#rows tr.failed")].map(r => r.dataset.traceId),
     messages: [...document.querySelectorAll(".error-line")].map(e => e.textContent),
     planted: document.querySelectorAll("section.trace script, section.trace img, #rows script").length,
+    stats: [...document.querySelectorAll("table.stats")].map(
+      t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))),
   };
 })()"""
+
+
+def stats_tables(trace_dir: Path) -> list[list[list[str]]]:
+    """The tables `streamtap stats --format md` prints for the trace dir, as cells."""
+    result = subprocess.run([sys.executable, "-m", "streamtap", "stats", "--trace-dir",
+                             str(trace_dir), "--format", "md"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "NO_COLOR": "1"}, check=True)
+    tables: list[list[list[str]]] = []
+    for block in result.stdout.split("\n\n"):
+        rows = [line[2:-2].split(" | ") for line in block.splitlines()
+                if line.startswith("| ") and not line.startswith("| ---")]
+        if rows:
+            tables.append(rows)
+    return tables
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +73,9 @@ async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, t
             facts = await browser.evaluate(DOM_FACTS)
             assert facts["title"] == "streamtap: live"
             check_fixture_page(facts, records)
+            tables = stats_tables(tmp_path / "traces")
+            assert facts["stats"] == tables and len(tables) == 2
+            assert tables[0][1][:3] == ["openai", "9", "1 (11.1%)"]
             await browser.wait_for("document.querySelectorAll('#rows tr').length === 9")
 
             hostile = fake.add(Scenario(chat_text_stream(2, done=False)[:-1] + [
@@ -100,6 +123,8 @@ async def test_report_opens_offline_with_the_same_views(chromium, tmp_path):
         await browser.open(Path(out).as_uri())
         facts = await browser.evaluate(DOM_FACTS)
         check_fixture_page(facts, records)
+        assert facts["stats"] == stats_tables(tmp_path / "traces")
+        assert facts["stats"][0][0][-2:] == ["CLEAN CLOSE, NO TERMINAL", "TERMINAL AFTER ERROR"]
         await browser.evaluate("document.getElementById('only-failed').click()")
         visible = await browser.evaluate(
             "[...document.querySelectorAll('section.trace:not(.hidden)')].length")

@@ -2,26 +2,16 @@
 section says: the demo records four requests, then ls, show, report and export read them."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.readme import section, shell_blocks
+from tests.readme import run_verbatim, section, shell_blocks
 
 
 def test_reading_traces_commands_run_verbatim(tmp_path):
     commands = shell_blocks("Reading traces")
     assert [command.split()[1] for command in commands] == ["demo", "ls", "show", "report",
                                                             "export"]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    outputs = []
-    for command in commands:
-        result = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 0, f"{command}: {result.stderr}"
-        outputs.append(result.stdout)
-    demo, ls, show, _, _ = outputs
+    demo, ls, show, _, _ = run_verbatim(commands, tmp_path)
     assert "FAIL transport/tool_input" in demo
     rows = ls.splitlines()[1:]
     assert len(rows) == 3 and all("  FAIL " in row for row in rows)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.model import TraceView
+from streamtap.diagnostics.views.stats import tally_lines
 from streamtap.diagnostics.views.text import ls_cells, ms
 
 SVG_WIDTH = 640
@@ -63,14 +65,18 @@ def row(line: dict) -> dict:
 
 def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: bool,
                 nonce: str, generated_at: str) -> str:
-    """The page: sessions, filters, the table of `lines`, and a section per view. `live` adds
-    the EventSource script that adds rows as requests finish."""
+    """The page: sessions, filters, the `stats` table of `lines` (the cells `streamtap stats`
+    prints), the table of `lines`, and a section per view. `live` adds the EventSource script
+    that adds rows as requests finish."""
     rows = [row(line) for line in lines]
     sessions = sorted({r["session"] for r in rows if r["session"]})
     providers = sorted({r["provider"] for r in rows if r["provider"]})
+    table = tally_lines(lines)
+    stats = {"title": stats_text.title(table), "notes": stats_text.notes(table),
+             "tables": [stats_text.outcome_cells(table), stats_text.timing_cells(table)]}
     return _environment().get_template("page.html.j2").render(
         title=title, rows=rows, views=views, sessions=sessions, providers=providers,
-        live=live, nonce=nonce, generated_at=generated_at)
+        stats=stats, live=live, nonce=nonce, generated_at=generated_at)
 
 
 def render_trace(view: TraceView) -> str:

@@ -11,7 +11,8 @@ import sys
 
 from streamtap import __version__
 from streamtap.proxy.cli.reading import (add_demo_command, add_export_command, add_ls_command,
-                                          add_report_command, add_show_command, add_tail_command)
+                                          add_report_command, add_show_command,
+                                          add_stats_command, add_tail_command)
 from streamtap.proxy.cli.serving import add_fault_command, add_serve_command, config_from_args
 from streamtap.proxy.cli.workbench import add_replay_command, add_samples_command
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_command(commands)
     add_ls_command(commands)
     add_show_command(commands)
+    add_stats_command(commands)
     add_tail_command(commands)
     add_report_command(commands)
     add_export_command(commands)

@@ -10,13 +10,18 @@ def trace_dir_flag(parser) -> None:
                         help="where streamtap serve wrote records (default ./streamtap-traces)")
 
 
-def trace_filter_flags(parser) -> None:
-    """The filters ls, report and export share, read by readout.traces the same way."""
+def session_and_since_flags(parser) -> None:
+    """--session and --since, read by readout.traces the same way for every command."""
     parser.add_argument("--session", metavar="S", help="only this session")
-    parser.add_argument("--failed", action="store_true",
-                        help="only requests that did not end well")
     parser.add_argument("--since", metavar="1h|ISO", help="only requests started since then "
                                                           "(30m, 1h, 2d, or an ISO time)")
+
+
+def trace_filter_flags(parser) -> None:
+    """The filters ls, report and export share."""
+    session_and_since_flags(parser)
+    parser.add_argument("--failed", action="store_true",
+                        help="only requests that did not end well")
 
 
 def trace_dir_of(args) -> str:

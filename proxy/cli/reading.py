@@ -1,11 +1,12 @@
-"""`ls`, `show`, `tail`, `report`, `export` and `demo`: reading what was recorded."""
+"""`ls`, `show`, `stats`, `tail`, `report`, `export` and `demo`: reading what was recorded."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of, trace_filter_flags
+from streamtap.proxy.cli.flags import (session_and_since_flags, trace_dir_flag, trace_dir_of,
+                                       trace_filter_flags)
 
 
 def add_ls_command(commands) -> None:
@@ -50,6 +51,32 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 2
     return show(trace_dir_of(args), args.trace, last=args.last,
                 failed=args.failed)
+
+
+def add_stats_command(commands) -> None:
+    from streamtap.diagnostics.views.stats import GROUP_FIELDS
+
+    stats = commands.add_parser("stats", help="failure rates per route, provider, model...",
+                                description="Per group: requests, completed, each boundary's "
+                                            "count and rate, the endings a client most likely "
+                                            "took for success, and time to headers, to first "
+                                            "event, duration and longest silence at "
+                                            "p50/p90/p99 (nearest rank). Reads the index files "
+                                            "only.")
+    trace_dir_flag(stats)
+    session_and_since_flags(stats)
+    stats.add_argument("--by", choices=tuple(GROUP_FIELDS), default="route",
+                       help="what a row is (default route; upstream is the route's host:port)")
+    stats.add_argument("--format", choices=("table", "json", "md"), default="table",
+                       help="a table for people (default), JSON for tools, or Markdown")
+    stats.set_defaults(func=cmd_stats)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from streamtap.proxy.readout.stats import stats
+
+    return stats(trace_dir_of(args), by=args.by, session=args.session, since=args.since,
+                 fmt=args.format)
 
 
 def add_tail_command(commands) -> None:

@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 from streamtap.diagnostics.views import text
 from streamtap.diagnostics.views.model import build_view
 from streamtap.proxy.readout.console import emit
-from streamtap.proxy.readout.traces import (TraceError, find_trace, public, read_index, select,
-                                            since_cutoff)
+from streamtap.proxy.readout.traces import (find_trace, public, read_index, read_index_since,
+                                            says_trace_errors, select)
 
 TABLE_ROWS = 50  # a table longer than a screen or two is read with --last or --format json
 
 
+@says_trace_errors
 def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = False,
        since: str | None = None, last: int | None = None, fmt: str = "table",
        out: TextIO | None = None, now: datetime | None = None) -> int:
     out = out or sys.stdout
-    try:
-        cutoff = since_cutoff(since, now or datetime.now(timezone.utc)) if since else None
-        listing = read_index(Path(trace_dir), session)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    listing, cutoff = read_index_since(Path(trace_dir), session, since, now)
     table_limit = last is None and fmt == "table"
     limit = TABLE_ROWS + 1 if table_limit else last
     lines = select(listing, failed=failed, since=cutoff, last=limit)
@@ -49,13 +45,10 @@ def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = Fals
     return 0
 
 
+@says_trace_errors
 def show(trace_dir: str | Path, ref: str | None, *, last: bool = False, failed: bool = False,
          out: TextIO | None = None) -> int:
-    try:
-        record = find_trace(Path(trace_dir), ref, last=last, failed=failed)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    record = find_trace(Path(trace_dir), ref, last=last, failed=failed)
     emit(text.show(build_view(record)), out or sys.stdout)
     return 0
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from streamtap.diagnostics.views.html import render_page, render_trace
 from streamtap.diagnostics.views.model import TraceView, build_view
 from streamtap.proxy.readout.traces import (Listing, TraceError, find_trace, load_record,
-                                            public, read_index, record_path, select,
-                                            since_cutoff)
+                                            public, read_index, read_index_since, record_path,
+                                            says_trace_errors, select)
 
 PAGE_TRACES = 50  # traces the live page opens with; older ones are a `streamtap report` away
 
@@ -53,15 +53,11 @@ def trace_fragment(trace_dir: Path, trace_id: str) -> str | None:
         return None
 
 
+@says_trace_errors
 def report(trace_dir: str | Path, out: str | Path, *, session: str | None = None,
            failed: bool = False, since: str | None = None, last: int | None = None) -> int:
     """`streamtap report`: the page's views as one self-contained file."""
-    try:
-        cutoff = since_cutoff(since, datetime.now(timezone.utc)) if since else None
-        listing = read_index(Path(trace_dir), session)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    listing, cutoff = read_index_since(Path(trace_dir), session, since)
     lines, views = _views(select(listing, failed=failed, since=cutoff, last=last))
     title = "streamtap report" + (f": session {session}" if session else "")
     html = render_page(lines, views, title=title, live=False, nonce=secrets.token_urlsafe(16),

@@ -1,0 +1,256 @@
+"""The stats tally and its fast index reader, pure: percentiles, rates, the endings a client took
+for success, old and foreign index lines, and the fast path reading exactly what json.loads
+reads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamtap.diagnostics.record.index_fields import (ABSENT, FieldReader, NotAnIndexLine,
+                                                       decode)
+from streamtap.diagnostics.record.schema import INDEX_KEYS, index_line
+from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
+from streamtap.diagnostics.views.stats_text import (as_json, markdown, outcome_cells, rate,
+                                                    text_table, timing_cells)
+from streamtap.diagnostics.views.text import plain
+from tests.streams import chat_chunk, chat_text_stream, responses_event, responses_text_stream, sse
+from tests.support import record_stream
+
+
+def line(n: int = 0, **fields) -> dict:
+    """An index line as index_line() writes it for a completed request, with `fields` changed."""
+    base = dict.fromkeys(INDEX_KEYS)
+    base.update(schema_version=1, trace_id=f"{n:016x}", started_at="2026-11-25T12:00:00.000Z",
+                session_id="s1", route="openai", provider="openai",
+                upstream_host="api.openai.com:443", model="gpt-a", ok=True, boundary="none",
+                phase="complete", evidence="terminal_event", terminal=True,
+                terminal_after_error=False, headers_ms=100.0, first_event_ms=120.0,
+                duration_ms=1000.0, silence_ms=50.0, summary="The openai stream completed.")
+    base.update(fields)
+    return base
+
+
+def raw(entry: dict) -> bytes:
+    return json.dumps(entry, separators=(",", ":")).encode()
+
+
+def test_nearest_rank_percentiles_are_values_that_were_seen():
+    values = [float(v) for v in range(1, 101)]
+    assert [percentile(values, p) for p in (50, 90, 99)] == [50.0, 90.0, 99.0]
+    assert [percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], p)
+            for p in (50, 90, 99)] == [5.0, 9.0, 10.0]
+    assert percentile([7.0], 99) == 7.0 and percentile([], 50) is None
+    assert percentile([float(v) for v in range(1, 1001)], 50) == 500.0
+    timing = tally_lines([line(n, headers_ms=float(n)) for n in range(1, 101)]).total.timings
+    assert (timing["headers"].p50, timing["headers"].p90, timing["headers"].p99) == (50, 90, 99)
+
+
+def test_rates_are_per_mille_when_small():
+    assert rate(23, 13_312) == "1.7‰"  # the issue's gateway: 23 bare ends in 13,312 requests
+    assert rate(1, 100_000) == "0.01‰"
+    assert rate(1, 4) == "25.0%" and rate(1, 100) == "1.0%" and rate(0, 0) == "0‰"
+    assert rate(1, 1000) == "1.0‰" and rate(5, 10_000) == "0.5‰"
+
+
+def test_counts_rates_and_the_endings_a_client_took_for_success():
+    lines = [line(n) for n in range(6)]
+    lines += [line(10, ok=False, boundary="provider_close", phase="text", evidence="clean_close",
+                   terminal=False, route="gateway", upstream_host="gw.example:443")]
+    lines += [line(11, ok=False, boundary="provider_error", phase="text",
+                   evidence="wrapped_chunk", terminal_after_error=True, route="gateway",
+                   upstream_host="gw.example:443")]
+    lines += [line(12, ok=False, boundary="injected", phase="text", evidence="injected_close",
+                   terminal=False)]
+    lines += [line(13, ok=False, boundary="injected", phase="text", evidence="injected_reset",
+                   terminal=False)]
+    lines += [line(14, ok=False, boundary="injected", phase="complete",
+                   evidence="injected_drop_terminal", terminal=False)]
+    lines += [line(15, ok=False, boundary=None, phase=None, evidence=None)]
+    table = tally_lines(lines, "route")
+    by_key = {group.key: group for group in table.groups}
+    assert [group.key for group in table.groups] == ["openai", "gateway"]  # most requests first
+    openai, gateway = by_key["openai"], by_key["gateway"]
+    assert (openai.requests, openai.completed) == (10, 6)
+    assert openai.boundaries == {"injected": 3, "unknown": 1}  # a line without a boundary
+    # the injected close and drop_terminal, not the reset
+    assert openai.endings == {"clean_close_no_terminal": 2}
+    assert gateway.boundaries == {"provider_close": 1, "provider_error": 1}
+    assert gateway.endings == {"clean_close_no_terminal": 1, "terminal_after_error": 1}
+    assert table.total.requests == 12 and table.total.endings == {"clean_close_no_terminal": 3,
+                                                                   "terminal_after_error": 1}
+    assert table.boundaries == ("provider_close", "provider_error", "injected", "unknown")
+    header, rows = outcome_cells(table)
+    assert header == ["ROUTE", "REQUESTS", "COMPLETED", "PROVIDER_CLOSE", "PROVIDER_ERROR",
+                      "INJECTED", "UNKNOWN", "CLEAN CLOSE, NO TERMINAL", "TERMINAL AFTER ERROR"]
+    assert rows[0] == ["openai", "10", "6 (60.0%)", "0", "0", "3 (30.0%)", "1 (10.0%)",
+                       "2 (20.0%)", "0"]
+    assert rows[1] == ["gateway", "2", "0", "1 (50.0%)", "1 (50.0%)", "0", "0", "1 (50.0%)",
+                       "1 (50.0%)"]
+    assert rows[2][:3] == ["all", "12", "6 (50.0%)"]
+    by_upstream = tally_lines(lines, "upstream")
+    assert {g.key: g.requests for g in by_upstream.groups} == {"api.openai.com:443": 10,
+                                                               "gw.example:443": 2}
+    shown = as_json(table, ["x/index.jsonl:3: not JSON"], 4)
+    assert shown["skipped"] == {"count": 4, "lines": ["x/index.jsonl:3: not JSON"]}
+    assert (shown["by"], shown["percentiles"], shown["unknown_endings"]) == ("route",
+                                                                             "nearest-rank", 0)
+    gateway_json = shown["groups"][1]
+    assert (gateway_json["key"], gateway_json["requests"]) == ("gateway", 2)
+    assert gateway_json["completed"] == {"count": 0, "rate": 0.0}
+    assert gateway_json["boundaries"]["injected"] == {"count": 0, "rate": 0.0}
+    assert gateway_json["boundaries"]["provider_close"] == {"count": 1, "rate": 0.5}
+    assert gateway_json["endings"] == {"clean_close_no_terminal": {"count": 1, "rate": 0.5},
+                                       "terminal_after_error": {"count": 1, "rate": 0.5}}
+    assert gateway_json["timings_ms"]["headers"] == {"p50": 100.0, "p90": 100.0, "p99": 100.0,
+                                                     "n": 2}
+    assert shown["total"]["requests"] == 12 and set(shown["endings"]) == {
+        "clean_close_no_terminal", "terminal_after_error"}
+    assert shown["groups"][0]["endings"]["terminal_after_error"] == {"count": 0, "rate": 0.0}
+    assert shown["groups"][0]["boundaries"]["injected"] == {"count": 3, "rate": 0.3}
+    seventh = as_json(tally_lines([line(n, ok=n > 0) for n in range(7)]))["total"]
+    assert seventh["completed"] == {"count": 6, "rate": 0.857143}
+    assert as_json(tally_lines([]))["total"]["completed"] == {"count": 0, "rate": 0.0}
+
+
+def test_timings_skip_stages_never_reached_and_group_by_any_field():
+    lines = [line(n, headers_ms=float(n), first_event_ms=None if n % 2 else float(n * 10))
+             for n in range(1, 11)]
+    table = tally_lines(lines, "boundary")
+    timings = table.groups[0].timings
+    assert table.groups[0].key == "none"
+    assert (timings["headers"].p50, timings["headers"].p90, timings["headers"].n) == (5.0, 9.0, 10)
+    assert (timings["first_event"].p50, timings["first_event"].n) == (60.0, 5)
+    assert "5.0 ms / 9.0 ms / 10 ms" in plain(text_table(table))
+    assert len(outcome_cells(table)[1]) == 1  # one group: no `all` row repeating it
+
+
+def test_the_terminal_and_markdown_tables_are_aligned_and_name_their_columns():
+    lines = [line(1, model="a"), line(2, model="bb", ok=False, boundary="provider_close",
+                                                 evidence="clean_close", first_event_ms=None)]
+    table = tally_lines(lines, "model")
+    assert timing_cells(table)[0] == ["MODEL", "TIME TO HEADERS p50 / p90 / p99",
+                                      "TIME TO FIRST EVENT p50 / p90 / p99",
+                                      "DURATION p50 / p90 / p99",
+                                      "LONGEST SILENCE p50 / p90 / p99"]
+    text = plain(text_table(table)).splitlines()
+    assert text[:6] == [
+        "2 requests by model", "",
+        "MODEL  REQUESTS   COMPLETED  PROVIDER_CLOSE  CLEAN CLOSE, NO TERMINAL  TERMINAL AFTER ERROR",
+        "a             1  1 (100.0%)               0                         0                     0",
+        "bb            1           0      1 (100.0%)                1 (100.0%)                     0",
+        "all           2   1 (50.0%)       1 (50.0%)                 1 (50.0%)                     0"]
+    assert text[8].startswith("a             100 ms / 100 ms / 100 ms             120 ms / ")
+    assert text[9].startswith("bb            100 ms / 100 ms / 100 ms" + " " * 36 + "-  1000 ms")
+    assert text[-3].startswith("clean close, no terminal: ended cleanly without the terminal")
+    assert text[-1].startswith("A client most likely took both for success.")
+    md = markdown(table).splitlines()
+    assert md[:4] == ["**2 requests by model**", "",
+                      "| MODEL | REQUESTS | COMPLETED | PROVIDER_CLOSE | CLEAN CLOSE, NO TERMINAL "
+                      "| TERMINAL AFTER ERROR |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    assert md[4] == "| a | 1 | 1 (100.0%) | 0 | 0 | 0 |"
+    assert md[-1].startswith("- A client most likely took both for success.")
+
+
+def test_a_line_keeps_its_own_group_whatever_its_folder():
+    tally = Tally("route")
+    tally.add(tally.reader.of(line(1, route="gateway")), "folder-name")
+    tally.add(tally.reader.of(line(2, route="")), "folder-name")
+    assert [group.key for group in tally.table().groups] == ["-", "gateway"]
+
+
+def test_old_index_lines_count_as_unknown_never_crash():
+    old = {key: value for key, value in line(1, ok=False, boundary="injected", phase="text")
+           .items() if key not in ("upstream_host", "evidence", "terminal", "terminal_after_error",
+                                   "headers_ms", "first_event_ms", "silence_ms", "session_id")}
+    tally = Tally("session")
+    tally.add(tally.reader.read(raw(old)), "folder-name")
+    tally.add(tally.reader.read(raw(line(2))), "s1")
+    tally.add(tally.reader.read(raw(line(3))), "s1")
+    table = tally.table()
+    assert {group.key: group.requests for group in table.groups} == {"folder-name": 1, "s1": 2}
+    assert table.unknown == 1
+    assert table.total.timings["headers"].n == 2 and table.total.timings["duration"].n == 3
+    assert "1 index line(s) from an older streamtap" in plain(text_table(table))
+    assert tally_lines([old], "upstream").groups[0].key == "-"
+
+
+def test_foreign_and_broken_lines_are_refused_with_why():
+    fields = FieldReader(INDEX_KEYS)
+    for bad, why in ((b'{"trace_id": "half-writ', "not JSON"), (b"[1, 2]", "no trace_id"),
+                     (b'{"started_at": "2026-11-25T12:00:00Z", "hello": 1}', "no trace_id")):
+        with pytest.raises(NotAnIndexLine, match=why):
+            fields.read(bad)
+
+
+def test_fields_must_be_asked_in_index_order():
+    with pytest.raises(ValueError, match="INDEX_KEYS order"):
+        FieldReader(("route", "session_id"))
+
+
+def test_index_line_writes_index_keys_in_order():
+    record = {"schema_version": 1, "trace_id": "t", "started_at": "x", "route": "r"}
+    assert tuple(index_line(record)) == INDEX_KEYS
+
+
+def test_the_fast_path_reads_todays_lines_without_json():
+    values = FieldReader(INDEX_KEYS).read(raw(line(1, model="gpt|4")))
+    assert len(values) == len(INDEX_KEYS)
+    assert all(isinstance(value, bytes) for value in values)  # raw JSON text: no parse
+    assert markdown(tally_lines([line(1, model="gpt|4")], "model")).count("gpt\\|4") == 2
+
+
+_text = st.one_of(st.none(), st.text(max_size=12),
+                  st.sampled_from(["openai", "a\"b", "back\\slash", "ünï", "tab\there", ""]))
+_number = st.one_of(st.none(), st.integers(-10**6, 10**9),
+                    st.floats(allow_nan=False, allow_infinity=False, width=32))
+_flag = st.one_of(st.none(), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({
+    "route": _text, "model": _text, "upstream_host": _text, "boundary": _text, "phase": _text,
+    "evidence": _text, "summary": _text, "session_id": _text,
+    "ok": _flag, "terminal_after_error": _flag, "terminal": _flag,
+    "headers_ms": _number, "first_event_ms": _number, "duration_ms": _number,
+    "silence_ms": _number, "status": _number}))
+def test_the_fast_path_reads_what_json_reads(fields):
+    entry = line(7, **fields)
+    text = raw(entry)
+    fast = tuple(decode(value) for value in FieldReader(INDEX_KEYS).read(text))
+    assert fast == tuple(json.loads(text).get(key, ABSENT) for key in INDEX_KEYS)
+
+
+def test_a_timing_that_is_no_number_is_left_out_not_fatal():
+    lines = [line(1, headers_ms="soon", first_event_ms=True), line(2, headers_ms=7.0)]
+    timings = tally_lines(lines).total.timings
+    assert (timings["headers"].n, timings["headers"].p50) == (1, 7.0)
+    assert timings["first_event"].n == 1 and timings["duration"].n == 2
+
+
+def _recorded(chunks: list[bytes], path: str) -> dict:
+    return record_stream(b"".join(chunks), path=path, chunks=[len(c) for c in chunks], t_step=10)
+
+
+def test_terminal_after_error_is_a_terminal_a_client_took_for_success():
+    error = sse({"error": {"type": "server_error", "message": "upstream failed"}})
+    chat, done, text = "/v1/chat/completions", b"data: [DONE]\n\n", chat_text_stream(2)[:-2]
+    done_after_error = _recorded(text + [error, done], chat)
+    finish_error = _recorded(text + [chat_chunk({}, "error"), done], chat)
+    plain_done = _recorded(chat_text_stream(2), chat)
+    no_terminal = _recorded(text + [error], chat)
+    seq = [100]
+    failed = _recorded(responses_text_stream(2, terminal=False) + [responses_event(
+        {"type": "response.failed", "response": {"id": "resp_e2e1", "status": "failed",
+                                                 "error": {"code": "server_error"}}}, seq)],
+        "/v1/responses")
+    assert [index_line(record)["terminal_after_error"] for record in (
+        done_after_error, finish_error, plain_done, no_terminal, failed)] == [
+        True, True, False, False, False]
+    # response.failed is the terminal and the error at once: the client was told it failed
+    assert failed["stream"]["terminal"] == "response.failed"
+    assert [error["shape"] for error in failed["stream"]["errors"]] == ["failed_terminal"]
