@@ -12,7 +12,9 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streamtap.diagnostics.views.measures import MAX_LABEL_CHARS, OTHER, frame_gaps
+from streamtap.diagnostics.record.schema import longest_silence_ms
+from streamtap.diagnostics.views.measures import (MAX_LABEL_CHARS, OTHER, LabelCap, frame_gaps,
+                                                  measures)
 from streamtap.proxy.config import ConfigError, Config, from_mapping
 from streamtap.proxy.export.prometheus import PrometheusMetrics
 from tests import proxyproc
@@ -122,6 +124,17 @@ def test_frame_gaps_leave_out_the_hole_between_head_and_tail():
     assert frame_gaps(record) == (0.01, 0.02)  # not the 4.99 s across the dropped frames
     assert frame_gaps({**record, "frames_dropped": 0}) == (0.01, 4.99, 0.02)
     assert frame_gaps({"frames": [["bad"], [3.0, 1, "e", None]]}) == ()
+
+
+def test_the_longest_silence_is_the_one_show_and_stats_name():
+    # A stall after the last frame, until the client gave up: the silence that matters is not
+    # between two frames, and the histogram must say the same as `show` and `stats`.
+    record = {"dialect": "openai-chat", "outcome": {}, "request": {}, "route": "r",
+              "timeline": {"max_gap_ms": 20.0, "duration_ms": 2100.0, "downstream_end": 2100.0},
+              "frames": [[0.0, 1, "e", None], [20.0, 1, "e", None], [40.0, 1, "e", None]]}
+    silence = measures(record, LabelCap(10)).longest_silence_s
+    assert silence == longest_silence_ms(record["timeline"], record["frames"]) / 1000
+    assert silence > 2.0
 
 
 def test_metrics_listen_is_checked_and_defaults_to_off():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamtap.diagnostics.record.schema import longest_silence_ms
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import error_type, operation_name
 
@@ -106,6 +107,7 @@ def measures(record: dict, cap: LabelCap) -> Measures:
         time_to_headers_s=_seconds(timeline.get("response_headers")),
         time_to_first_event_s=_seconds(timeline.get("first_event")) if streamed else None,
         duration_s=_seconds(timeline.get("duration_ms")),
-        longest_silence_s=_seconds(timeline.get("max_gap_ms")),
+        # The silence `show` and `stats` name (the end counts too), so the three never disagree.
+        longest_silence_s=_seconds(longest_silence_ms(timeline, record.get("frames") or ())),
         gaps_s=frame_gaps(record) if streamed else (),
     )
