@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
+from streamtap.diagnostics.verdict.outward import with_client_view
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
@@ -365,6 +366,7 @@ class Recorder:
             "capture": self.capture,
         }
         outcome = classify(Facts.from_record(record, state, ending))
+        outcome = with_client_view(outcome, record["dialect"], record["stream"])
         # The verdict right after the identity fields, so `head` of a record file shows it.
         return {**identity, "outcome": outcome,
                 **{key: value for key, value in record.items() if key not in identity}}

@@ -60,6 +60,7 @@ def index_line(record: dict, file: str | None = None) -> dict:
         "ok": outcome.get("ok"),
         "boundary": outcome.get("boundary"),
         "phase": outcome.get("phase"),
+        "client_sees": outcome.get("client_sees"),  # one of five fixed words: no secret, no content
         "ttfb_ms": timeline.get("first_byte"),
         "duration_ms": timeline.get("duration_ms"),
         "frames": (record.get("stream") or {}).get("frame_count"),

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -41,6 +42,8 @@ class Listing:
 # in `ls`'s one second.
 _STARTED = re.compile(rb'"started_at":\s*"([^"]*)"')
 _OK = b'"ok":true'
+# An ok line whose client was not told (silent truncation behind a 200) is still listed as failed.
+_QUIET = re.compile(rb'"client_sees":"(?:' + b"|".join(q.encode() for q in QUIET_FAILURES) + rb')"')
 
 
 def since_cutoff(text: str, now: datetime) -> str:
@@ -102,7 +105,7 @@ def select(listing: Listing, *, failed: bool = False, since: str | None = None,
     for started, raw, folder in listing.entries:
         if cutoff is not None and started < cutoff:
             break  # newest first: everything after is older
-        if failed and _OK in raw:
+        if failed and _OK in raw and not _QUIET.search(raw):
             continue
         try:
             line = json.loads(raw)
@@ -112,7 +115,7 @@ def select(listing: Listing, *, failed: bool = False, since: str | None = None,
         if not isinstance(line, dict) or "trace_id" not in line:
             listing.skipped += 1
             continue
-        if failed and line.get("ok") is True:
+        if failed and not listed_as_failed(line):
             continue
         if provider is not None and line.get("provider", line.get("route")) != provider:
             continue
