@@ -270,3 +270,41 @@ def test_ls_failed_lists_what_the_client_was_not_told():
     assert cs.listed_as_failed({"ok": False, "client_sees": "error"})
     assert not cs.listed_as_failed({"ok": True, "client_sees": "success"})
     assert not cs.listed_as_failed({"ok": True})  # an index line written before client_sees
+
+
+# -- spans: one vocabulary outward (item 7) -----------------------------------------------------
+def span_attributes(record: dict) -> dict:
+    from streamtap.diagnostics.views.spans import record_to_span
+
+    stamped = {**record, "trace_id": "0123456789abcdef", "started_at": "2026-11-25T12:00:00Z"}
+    return record_to_span(stamped).attributes
+
+
+@pytest.mark.parametrize("dialect", sorted(COMPLETE))
+@pytest.mark.parametrize("name", [e[0] for e in ENDINGS if e[0] != "complete"])
+def test_every_ending_that_did_not_complete_is_an_error_finish_in_its_span(dialect, name):
+    from streamtap.diagnostics.views import genai_conventions as sc
+
+    record = ending(dialect, name)
+    attributes = span_attributes(record)
+    assert attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+    assert attributes[sc.ST_BOUNDARY] == record["outcome"]["boundary"] != "none"
+
+
+def test_a_failed_terminal_event_is_an_error_finish_not_the_providers_status():
+    """`response.failed` is the Responses stream's terminal event: the stream did end, but
+    not complete, so its span says `error`, not `failed`."""
+    from streamtap.diagnostics.views import genai_conventions as sc
+
+    record = record_stream(fixture("openai-responses", "failed.sse"), path="/v1/responses")
+    assert record["stream"]["terminal"] == "response.failed"
+    assert record["stream"]["finish_reason"] == "failed"
+    assert span_attributes(record)[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+
+
+@pytest.mark.parametrize("dialect", sorted(COMPLETE))
+def test_a_complete_span_gives_the_normalized_reason(dialect):
+    from streamtap.diagnostics.views import genai_conventions as sc
+
+    record = ending(dialect, "complete")
+    assert span_attributes(record)[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
