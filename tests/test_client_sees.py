@@ -5,10 +5,12 @@ without its terminal event through streamtap, raises nothing, and the record, th
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import openai
 
-from streamtap.diagnostics.verdict.client_sees import SENTENCES
+from streamtap.diagnostics.verdict import finish_reasons
+from streamtap.diagnostics.verdict.client_sees import SENTENCES, VALUES
 from streamtap.proxy.readout import commands
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session
@@ -82,3 +84,10 @@ def test_ls_failed_lists_a_quiet_failure_even_when_the_verdict_is_ok(tmp_path, c
     out = capsys.readouterr().out
     assert "ok, client sees silent_truncation" in out and "ok, client sees hang" in out
     assert "1111111" not in out and "4444444" not in out
+
+
+def test_readme_record_table_names_every_value():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `outcome` |"))
+    for word in ("client_sees", "normalized_finish_reason", *VALUES, *finish_reasons.VALUES):
+        assert f"`{word}`" in row, word
