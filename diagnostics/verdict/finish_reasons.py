@@ -62,9 +62,10 @@ def mapped(dialect: str | None, reason: str | None, called_tools: bool = False) 
 
 
 def normalized(outcome: dict, sees: str, dialect: str | None, stream: dict) -> str | None:
-    """The record's `normalized_finish_reason`: the provider's, when the client got a whole
-    answer; `error` when it was told of an error; `interrupted` when the stream was cut."""
-    if sees == cs.SUCCESS or (outcome.get("ok") and sees == cs.HANG):
+    """The record's `normalized_finish_reason`: the provider's, when the stream completed or the
+    client got a whole answer (a stream that lost only its end marker); `error` when the client
+    was told of an error; `interrupted` when the stream was cut short without one."""
+    if outcome.get("ok") or sees == cs.SUCCESS:
         called = any(call.get("completed") for call in stream.get("tool_calls") or ())
         return mapped(dialect, stream.get("finish_reason"), called)
     if sees in (cs.ERROR, cs.IN_BAND_ERROR) and outcome.get("boundary") != "client_abort":

@@ -308,3 +308,17 @@ def test_a_complete_span_gives_the_normalized_reason(dialect):
 
     record = ending(dialect, "complete")
     assert span_attributes(record)[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+
+
+@pytest.mark.parametrize("outcome, expected", [
+    # complete, then parked (item 4's code): the answer is whole, the client's wait was not
+    ({"ok": True, "boundary": "none", "evidence": ["terminal_event", "open_after_terminal"]},
+     {"client_sees": "hang", "normalized_finish_reason": "stop"}),
+    # a client that gave up after a silence (item 1's code) was cut off, not told of an error
+    ({"ok": False, "boundary": "client_abort",
+      "evidence": ["client_disconnected", "client_timeout"]},
+     {"client_sees": "hang", "normalized_finish_reason": "interrupted"}),
+])
+def test_client_fields_of_a_hang(outcome, expected):
+    stream = {"finish_reason": "stop", "tool_calls": []}
+    assert client_fields(outcome, "openai-chat", stream) == expected
