@@ -38,6 +38,7 @@ QUIET_FAILURES = (SILENT_TRUNCATION, IN_BAND_ERROR, HANG)
 BY_EVIDENCE: tuple[tuple[str, str], ...] = (
     ("upstream_reset", ERROR),  # mirrored as a reset: every client raises
     ("upstream_truncated", ERROR),  # mirrored without the final chunk: an incomplete read
+    ("upstream_malformed", ERROR),  # bad chunk framing passed on: the client's parser fails too
     ("injected_reset", ERROR),
     ("injected_truncate", ERROR),
     ("injected_http_error", ERROR),
@@ -69,7 +70,7 @@ NOT_DECIDING = frozenset({
     "no_terminal_known", "no_events", "terminal_event", "unterminated_frame", "upstream_retry",
     "upstream_error", "upstream_connect_error", "upstream_no_response", "proxy_shutdown",
     "fault_armed_not_fired", "path_repeats_route_prefix", "heartbeats_only",
-    "headers_then_silence",
+    "headers_then_silence", "shutdown_forced", "client_connection_reset",
 })
 # The boundary decides what no evidence code decided.
 BY_BOUNDARY = {

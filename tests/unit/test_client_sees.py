@@ -17,7 +17,7 @@ from tests.unit.dialect_feed import CONTENT_TYPES, PATHS
 CODE_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 # Families classify builds as `upstream_{how}`: the ways an upstream body can end (Ending.upstream)
 # that reach a verdict; each member needs a decision like any literal code.
-FAMILY_MEMBERS = {"upstream_": ("reset", "truncated", "error")}
+FAMILY_MEMBERS = {"upstream_": ("reset", "truncated", "malformed", "error")}
 
 
 def _emitted(source: str, names: dict, *, only_returned_pairs: bool) -> tuple[set, set]:
