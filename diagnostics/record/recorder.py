@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.verdict.classify import Facts, classify
-from streamtap.diagnostics.verdict.outward import with_client_view
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
@@ -27,6 +26,7 @@ from streamtap.diagnostics.record.request_summary import (keys_from_tail, summar
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, OTHER_FIELD
 from streamtap.diagnostics.verdict.stream import StreamState, token
+from streamtap.diagnostics.verdict.outward import with_client_view
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
