@@ -21,14 +21,14 @@ HANG = "hang"  # the client waits on a silent connection until its own timer (if
 SUCCESS = "success"  # a whole answer, and the client knows the stream ended
 VALUES = (ERROR, IN_BAND_ERROR, SILENT_TRUNCATION, HANG, SUCCESS)
 
-# What the client is not told, in a sentence for the summary. An error, or a success, it is told.
+# What the client is not told, in a sentence for the summary. An error, or a success, it is told;
+# a hang is said by the evidence that found the silence (a client's timeout, a connection open
+# after the terminal event), whose sentence names how long the client waited.
 SENTENCES = {
     SILENT_TRUNCATION: "Most clients end this stream without an error: the answer is cut short "
                        "silently.",
     IN_BAND_ERROR: "Only a client that reads the stream's events sees this error; one that does "
                    "not (a plain fetch, a gateway) sees a 200 stream that just ended.",
-    HANG: "Most clients wait on this connection without an error until their own timeout or "
-          "the close.",
 }
 # `ls --failed` lists these although the HTTP status, and at times the verdict, says ok.
 QUIET_FAILURES = (SILENT_TRUNCATION, IN_BAND_ERROR, HANG)
