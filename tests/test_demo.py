@@ -19,9 +19,11 @@ def test_demo_prints_the_four_verdicts_and_shows_the_failures(tmp_path):
     assert time.monotonic() - started < 30
     assert "the client saw ClientPayloadError" in out  # the reset reached the client as one
     table = out.split("$ streamtap ls", 1)[1].split("$ streamtap show", 1)[0]
-    outcomes = re.findall(r"  (ok|FAIL \S+)\s*$", table, flags=re.M)
-    assert sorted(outcomes) == sorted(["ok", "FAIL transport/tool_input",
-                                       "FAIL provider_error/text", "FAIL provider_close/text"])
+    # the outcome cell, then what the client was not told (a silent truncation, an error event)
+    outcomes = re.findall(r"  (ok|FAIL [^\s,]+)(?:, client sees (\S+))?\s*$", table, flags=re.M)
+    assert sorted(outcomes) == sorted([("ok", ""), ("FAIL transport/tool_input", ""),
+                                       ("FAIL provider_error/text", "in_band_error"),
+                                       ("FAIL provider_close/text", "silent_truncation")])
     shows = out.split("$ streamtap show")[1:]
     assert len(shows) == 3
     firsts = sorted(show.splitlines()[1] for show in shows)

@@ -28,6 +28,7 @@ from streamtap.diagnostics.record.request_summary import (keys_from_tail, summar
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, OTHER_FIELD
 from streamtap.diagnostics.verdict.stream import StreamState, token
+from streamtap.diagnostics.verdict.outward import with_client_view
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
@@ -450,6 +451,7 @@ class Recorder:
             "capture": self.capture,
         }
         outcome = classify(Facts.from_record(record, state, ending))
+        outcome = with_client_view(outcome, record["dialect"], record["stream"])
         # The verdict right after the identity fields, so `head` of a record file shows it.
         record = {**identity, "outcome": outcome,
                   **{key: value for key, value in record.items() if key not in identity}}

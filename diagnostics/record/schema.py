@@ -107,6 +107,7 @@ def index_line(record: dict, file: str | None = None) -> dict:
         # vocabulary (`terminal_event`, `clean_close`, `upstream_reset`, `http_429`,
         # `injected_close`, an error shape...), never a provider's or a client's text.
         "evidence": evidence[0],
+        "client_sees": outcome.get("client_sees"),  # one of five fixed words: no secret, no content
         "terminal": stream.get("terminal") is not None,
         "terminal_after_error": terminal_after_error(record),
         "headers_ms": timeline.get("response_headers"),
@@ -124,6 +125,6 @@ def index_line(record: dict, file: str | None = None) -> dict:
 # The keys of an index line as index_line() writes them, in order.
 INDEX_KEYS = ("schema_version", "trace_id", "started_at", "session_id", "message_id", "route",
               "provider", "upstream_host", "dialect", "dialect_source", "method", "path", "model",
-              "status", "downstream_status", "ok", "boundary", "phase", "evidence", "terminal",
-              "terminal_after_error", "headers_ms", "ttfb_ms", "first_event_ms", "duration_ms",
-              "silence_ms", "frames", "fault", "file", "summary")
+              "status", "downstream_status", "ok", "boundary", "phase", "evidence", "client_sees",
+              "terminal", "terminal_after_error", "headers_ms", "ttfb_ms", "first_event_ms",
+              "duration_ms", "silence_ms", "frames", "fault", "file", "summary")

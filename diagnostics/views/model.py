@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamtap.diagnostics.record.schema import upgrade
+from streamtap.diagnostics.verdict.outward import client_fields
 
 # (timeline key, label) in the order a request lives through them.
 PHASE_MARKS = (
@@ -70,6 +71,9 @@ class TraceView:
     evidence: tuple[str, ...]
     retryable: bool | None
     confidence: str | None
+    client_sees: str  # what the client will make of the ending (verdict/client_sees.py)
+    finish_reason: str | None  # normalized (verdict/finish_reasons.py)
+    provider_finish_reason: str | None  # the provider's own word for it
     ttfb_ms: float | None
     end_ms: float
     frame_count: int
@@ -144,6 +148,7 @@ def build_view(record: dict) -> TraceView:
     request = record.get("request") or {}
     timeline = record.get("timeline") or {}
     stream = record.get("stream") or {}
+    told = client_fields(outcome, record.get("dialect"), stream)  # derived for older records
     downstream = record.get("downstream") or {}
     end_ms = next((value for value in (timeline.get("downstream_end"),
                                        timeline.get("upstream_end"),
@@ -171,6 +176,8 @@ def build_view(record: dict) -> TraceView:
         ok=bool(outcome.get("ok")), boundary=outcome.get("boundary"), phase=outcome.get("phase"),
         summary=outcome.get("summary") or "", evidence=tuple(outcome.get("evidence") or ()),
         retryable=outcome.get("retryable"), confidence=outcome.get("confidence"),
+        client_sees=told["client_sees"], finish_reason=told["normalized_finish_reason"],
+        provider_finish_reason=stream.get("finish_reason"),
         ttfb_ms=timeline.get("first_byte"), end_ms=float(end_ms),
         frame_count=stream.get("frame_count") or 0,
         frames_dropped=record.get("frames_dropped") or 0,

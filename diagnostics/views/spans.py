@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from streamtap.diagnostics.verdict.outward import client_fields
 from streamtap.diagnostics.views import genai_conventions as sc
 
 AttributeValue = str | bool | int | float | tuple[str, ...]
@@ -163,12 +164,16 @@ def error_type(outcome: dict) -> str | None:
 
 
 def finish_reasons(record: dict) -> list[str] | None:
-    """`["error"]` for a stream that ended before its final event, else the provider's reason."""
+    """`["error"]` for every ending that did not complete (the GenAI conventions' rule for a
+    stream that ended before its final event; `streamtap.boundary` says which ending), else the
+    provider's reason in the one vocabulary of verdict/finish_reasons.py (`stop`, not
+    `end_turn` or `STOP`), or the provider's own when that vocabulary has no word for it."""
     stream = record.get("stream") or {}
     outcome = record.get("outcome") or {}
-    if outcome.get("ok") is False and stream.get("terminal") is None:
+    if outcome.get("ok") is False:
         return [sc.FINISH_REASON_ERROR]
-    reason = stream.get("finish_reason")
+    reason = client_fields(outcome, record.get("dialect"), stream)["normalized_finish_reason"]
+    reason = reason or stream.get("finish_reason")
     return [reason] if reason else None
 
 

@@ -8,6 +8,7 @@ clock or a file.
 
 from __future__ import annotations
 
+from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES
 from streamtap.diagnostics.views.model import TraceView
 
 Segment = tuple[str, str]
@@ -39,11 +40,11 @@ def short_time(iso: str | None) -> str:
 
 
 def outcome_text(line: dict) -> str:
-    if line.get("ok"):
-        return "ok"
-    text = f"FAIL {line.get('boundary')}/{line.get('phase')}"
-    if line.get("fault"):
+    text = "ok" if line.get("ok") else f"FAIL {line.get('boundary')}/{line.get('phase')}"
+    if line.get("fault") and not line.get("ok"):
         text += f" (fault {line['fault']})"
+    if line.get("client_sees") in QUIET_FAILURES:  # the client was not told: say so in the row
+        text += f", client sees {line['client_sees']}"
     return text
 
 
@@ -95,6 +96,13 @@ def _bar(t_ms: float, end_ms: float) -> str:
     return "|" + "█" * filled + " " * (BAR_WIDTH - filled) + "|"
 
 
+def client_line(view: TraceView) -> str:
+    """What the client will make of the ending, and the finish reason in both vocabularies."""
+    provider = view.provider_finish_reason or "-"
+    return (f"client sees: {view.client_sees}  finish reason: {view.finish_reason or '-'} "
+            f"(provider: {provider})")
+
+
 def show(view: TraceView) -> list[Line]:
     """The page `show` prints: summary first, then timeline, frames, tools, error, ids, fault."""
     verdict = "ok" if view.ok else f"FAIL {view.boundary}/{view.phase}"
@@ -112,7 +120,7 @@ def show(view: TraceView) -> list[Line]:
         details += f"  retryable: {'yes' if view.retryable else 'no'}"
     if view.confidence:
         details += f"  confidence: {view.confidence}"
-    out += [[(details, "")], []]
+    out += [[(details, "")], [(client_line(view), "")], []]
 
     out.append([("timeline", "bold")])
     width = max(len(mark.label) for mark in view.marks)

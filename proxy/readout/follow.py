@@ -10,6 +10,7 @@ import urllib.request
 from typing import TextIO
 
 from streamtap.diagnostics.decode.sse import SseDecoder
+from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views.text import tail_row
 from streamtap.proxy.readout.console import emit
 
@@ -54,7 +55,7 @@ def tail(proxy: str, *, failed: bool = False, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
         for summary in summaries(proxy):
-            if failed and summary.get("ok") is True:
+            if failed and not listed_as_failed(summary):
                 continue
             emit([tail_row(summary)], out)
     except FollowError as exc:

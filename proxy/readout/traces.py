@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -69,6 +70,8 @@ class Listing:
 # in `ls`'s one second.
 _STARTED = re.compile(rb'"started_at":\s*"([^"]*)"')
 _OK = b'"ok":true'
+# An ok line whose client was not told (silent truncation behind a 200) is still listed as failed.
+_QUIET = re.compile(rb'"client_sees":"(?:' + b"|".join(q.encode() for q in QUIET_FAILURES) + rb')"')
 
 
 def since_cutoff(text: str, now: datetime) -> str:
@@ -160,9 +163,9 @@ def select(listing: Listing, *, failed: bool = False, since: str | None = None,
     """The newest-first index lines that pass the filters, parsed; `since` is an ISO cutoff
     from since_cutoff(). Lines that turn out not to be JSON are counted in `skipped`."""
     out = []
-    keep = (lambda raw: _OK not in raw) if failed else None
+    keep = (lambda raw: _OK not in raw or _QUIET.search(raw) is not None) if failed else None
     for line, folder in read_lines(listing, parse_index_line, since, keep):
-        if failed and line.get("ok") is True:
+        if failed and not listed_as_failed(line):
             continue
         if provider is not None and line.get("provider", line.get("route")) != provider:
             continue
