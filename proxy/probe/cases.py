@@ -1,0 +1,68 @@
+"""One catalog ending on a running proxy and fake provider: armed for the client's requests,
+disarmed after, and the requests it made read back as graded attempts. Shared by `streamtap
+probe` (a client command) and the pytest plugin (a client function)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+
+from streamtap.diagnostics.probe.catalog import Ending
+from streamtap.diagnostics.probe.grade import Attempt
+from streamtap.proxy.testing.fixture import StreamtapFixture
+from streamtap.proxy.testing.records import Record
+
+# What a client is told to use, per dialect, in `{base_url}` and STREAMTAP_BASE_URL: the base
+# URL its SDK expects (the OpenAI SDKs end it in /v1, Anthropic's does not).
+_ROUTE_OF = {"openai-chat": ("openai", "/v1"), "openai-responses": ("openai", "/v1"),
+             "anthropic-messages": ("anthropic", ""), "gemini": ("gemini", ""),
+             "ollama-ndjson": ("ollama", "")}
+
+
+def base_url(fixture: StreamtapFixture, dialect: str | None) -> str:
+    """The base URL that fits `dialect`; before the dialect is known, the OpenAI SDKs' one."""
+    route, suffix = _ROUTE_OF.get(dialect or "", ("openai", "/v1"))
+    return fixture.url(route) + suffix
+
+
+@contextlib.contextmanager
+def armed(fixture: StreamtapFixture, ending: Ending | None, once: bool) -> Iterator[None]:
+    """While inside: the fake answers as the row says and its fault fires on every request (or
+    on the first one only, `once`). None arms nothing: a complete stream, as the request asks."""
+    if ending is None:
+        yield
+        return
+    fixture.fake.answer_with(ending.answer)
+    handle = fixture.fault(f"{ending.fault}; times={1 if once else 0}")
+    try:
+        yield
+    finally:
+        handle.remove()
+        fixture.fake.answer_with(None)
+
+
+def _started_s(record: Record) -> float:
+    text = str(record.get("started_at") or "").replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def new_records(fixture: StreamtapFixture, seen: set[str]) -> list[Record]:
+    """The records written since the trace ids in `seen` (which it adds them to), oldest first."""
+    fresh = [record for record in fixture.records() if record.trace_id not in seen]
+    seen.update(record.trace_id for record in fresh)
+    return fresh
+
+
+def attempts(records: list[Record]) -> tuple[Attempt, ...]:
+    """Each request as an attempt: its start in seconds after the first one's, and whether its
+    stream completed at the wire."""
+    if not records:
+        return ()
+    first = _started_s(records[0])
+    return tuple(Attempt(round(_started_s(record) - first, 3),
+                         (record.get("outcome") or {}).get("phase") == "complete",
+                         record.trace_id) for record in records)
