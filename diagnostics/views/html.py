@@ -62,15 +62,19 @@ def row(line: dict) -> dict:
 
 
 def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: bool,
-                nonce: str, generated_at: str) -> str:
-    """The page: sessions, filters, the table of `lines`, and a section per view. `live` adds
-    the EventSource script that adds rows as requests finish."""
+                nonce: str, generated_at: str, probes: list[dict] = ()) -> str:
+    """The page: sessions, filters, the grade table of each probe run (`probes`, from
+    views.probe.report_section), the table of `lines`, and a section per view. `live` adds the
+    EventSource script that adds rows as requests finish."""
+    from streamtap.diagnostics.views.probe import HEADER as PROBE_HEADER
+
     rows = [row(line) for line in lines]
     sessions = sorted({r["session"] for r in rows if r["session"]})
     providers = sorted({r["provider"] for r in rows if r["provider"]})
     return _environment().get_template("page.html.j2").render(
         title=title, rows=rows, views=views, sessions=sessions, providers=providers,
-        live=live, nonce=nonce, generated_at=generated_at)
+        live=live, nonce=nonce, generated_at=generated_at, probes=probes,
+        probe_header=PROBE_HEADER)
 
 
 def render_trace(view: TraceView) -> str:

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from streamtap.diagnostics.probe.grade import Verdict
 
+# The file in a session folder that `streamtap probe` appends its result to (one JSON line per
+# run) and `streamtap report` reads; not `*.json`, so no reader of records or samples takes it
+# for one.
+RESULT_FILE = "probe.jsonl"
 HEADER = ("ending", "grade", "client's last error line", "requests", "time", "expectation")
 
 
@@ -79,3 +83,11 @@ def markdown(result: ProbeResult) -> list[str]:
     return ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER),
             *["| " + " | ".join(escape(cell) for cell in cells(verdict)) + " |"
               for verdict in result.verdicts], "", summary(result)]
+
+
+def report_section(data: dict) -> dict:
+    """What the HTML report shows of one probe run (its `--format json` form): the session, the
+    dialect, and each row's cells with whether it broke its expectation."""
+    return {"session": str(data.get("probe") or ""), "dialect": str(data.get("dialect") or ""),
+            "rows": [{"cells": row_cells(row), "broken": not row.get("meets", True)}
+                     for row in data.get("endings") or [] if isinstance(row, dict)]}

@@ -50,9 +50,11 @@ def _started_s(record: Record) -> float:
         return 0.0
 
 
-def new_records(fixture: StreamtapFixture, seen: set[str]) -> list[Record]:
-    """The records written since the trace ids in `seen` (which it adds them to), oldest first."""
-    fresh = [record for record in fixture.records() if record.trace_id not in seen]
+def new_records(fixture: StreamtapFixture, seen: set[str], session: str | None = None
+                ) -> list[Record]:
+    """The records (of `session`, or all) written since the trace ids in `seen` (which it adds
+    them to), oldest first."""
+    fresh = [record for record in fixture.records(session) if record.trace_id not in seen]
     seen.update(record.trace_id for record in fresh)
     return fresh
 

@@ -15,17 +15,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from streamtap.diagnostics.probe.catalog import ALL_DIALECTS, Catalog
+from streamtap.diagnostics.probe.baseline import BaselineError, baseline_dialect
+from streamtap.diagnostics.probe.catalog import Catalog
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge, skipped
-from streamtap.diagnostics.views.probe import ProbeResult
+from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
 from streamtap.proxy.probe.cases import armed, attempts, base_url, new_records
 from streamtap.proxy.testing.fixture import StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0
 STDERR_TAIL = 64 * 1024  # the end of the client's stderr is where its last error is
-RESULT_FILE = "probe.jsonl"  # in the session folder, for `streamtap report`; not `*.json`, so
-# no reader of records or samples takes it for one
 
 
 class ProbeError(RuntimeError):
@@ -88,39 +87,19 @@ class Probe:
         argv = [arg.replace("{base_url}", url) for arg in self.options.command]
         with armed(fixture, ending, self.options.once):
             run = run_client(argv, env, self.options.timeout_s)
-            records = new_records(fixture, self._seen)
+            records = new_records(fixture, self._seen, self.session)
         return Run(run.exit_status, run.killed, run.seconds, attempts(records),
                    run.error_line), records
 
     def _baseline(self, fixture: StreamtapFixture) -> str:
         """Run the client on a complete stream; the dialect of its requests, or ProbeError."""
-        wanted = self.options.dialect
-        run, records = self._run(fixture, wanted)
-        limit = f"{self.options.timeout_s:g} s"
-        if run.killed:
-            raise ProbeError(f"on a complete stream the client did not finish within {limit}: "
-                             "raise --timeout, or check that it ends on its own")
-        if not records:
-            raise ProbeError(
-                "on a complete stream the client made no request to streamtap "
-                f"(exit {run.exit_status}{': ' + run.error_line if run.error_line else ''}): "
-                "point it at $OPENAI_BASE_URL, $ANTHROPIC_BASE_URL or $STREAMTAP_BASE_URL, or "
-                "put {base_url} in its arguments")
-        spoken = [str(record.get("dialect")) for record in records]
-        first = records[0]
-        if spoken[0] not in ALL_DIALECTS:
-            raise ProbeError(
-                f"the client's first request, {first.request.method} {first.request.path}, "
-                f"speaks no dialect the fake provider answers ({spoken[0]}): is the base URL "
-                "right? (the OpenAI SDKs want one ending in /v1: pass --dialect openai-chat "
-                "and use {base_url})")
-        if wanted and spoken[0] != wanted:
-            raise ProbeError(f"the dialect is wrong: --dialect says {wanted}, the client "
-                             f"speaks {spoken[0]}")
-        if run.exit_status != 0:
-            raise ProbeError(f"the command fails on its own, on a complete stream (exit "
-                             f"{run.exit_status}): {run.error_line or 'it printed no error'}")
-        return spoken[0]
+        run, records = self._run(fixture, self.options.dialect)
+        first = f"{records[0].request.method} {records[0].request.path}" if records else ""
+        try:
+            return baseline_dialect(run, [str(record.get("dialect")) for record in records],
+                                    first, self.options.dialect, self.options.timeout_s)
+        except BaselineError as exc:
+            raise ProbeError(str(exc)) from None
 
     def run(self) -> ProbeResult:
         options = self.options
@@ -132,6 +111,7 @@ class Probe:
         except RuntimeError as exc:  # a trace dir it cannot write: the grades need the records
             raise ProbeError(str(exc)) from None
         try:
+            new_records(fixture, self._seen, self.session)  # a named session's older records
             dialect = self._baseline(fixture)
             verdicts = [self._verdict(fixture, dialect, ending)
                         for ending in options.catalog.endings]
