@@ -8,7 +8,8 @@ import contextlib
 from collections.abc import Iterator
 from datetime import datetime
 
-from streamtap.diagnostics.probe.catalog import Ending
+from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.probe.catalog import ALL_DIALECTS, Ending
 from streamtap.diagnostics.probe.grade import Attempt
 from streamtap.proxy.testing.fixture import StreamtapFixture
 from streamtap.proxy.testing.records import Record
@@ -40,6 +41,21 @@ def armed(fixture: StreamtapFixture, ending: Ending | None, once: bool) -> Itera
     finally:
         handle.remove()
         fixture.fake.answer_with(None)
+
+
+def spoken_dialect(record: Record) -> str:
+    """The dialect a request spoke: its stream's, else (a whole JSON reply, an error before the
+    body) the one its path names, else what the record says (`json`, `unknown`)."""
+    dialect = str(record.get("dialect"))
+    if dialect in ALL_DIALECTS:
+        return dialect
+    return dialect_for_path(str((record.get("request") or {}).get("path") or "")) or dialect
+
+
+def first_request(records: list[Record]) -> str:
+    """`METHOD PATH` of the first request, for the baseline's messages."""
+    request = records[0].get("request") or {} if records else {}
+    return f"{request.get('method', '')} {request.get('path', '')}".strip()
 
 
 def _started_s(record: Record) -> float:

@@ -20,7 +20,8 @@ from streamtap.diagnostics.probe.catalog import Catalog
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge, skipped
 from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
-from streamtap.proxy.probe.cases import armed, attempts, base_url, new_records
+from streamtap.proxy.probe.cases import (armed, attempts, base_url, first_request, new_records,
+                                         spoken_dialect)
 from streamtap.proxy.testing.fixture import StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -94,10 +95,10 @@ class Probe:
     def _baseline(self, fixture: StreamtapFixture) -> str:
         """Run the client on a complete stream; the dialect of its requests, or ProbeError."""
         run, records = self._run(fixture, self.options.dialect)
-        first = f"{records[0].request.method} {records[0].request.path}" if records else ""
         try:
-            return baseline_dialect(run, [str(record.get("dialect")) for record in records],
-                                    first, self.options.dialect, self.options.timeout_s)
+            return baseline_dialect(run, [spoken_dialect(record) for record in records],
+                                    first_request(records), self.options.dialect,
+                                    self.options.timeout_s)
         except BaselineError as exc:
             raise ProbeError(str(exc)) from None
 

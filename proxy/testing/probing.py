@@ -13,7 +13,8 @@ from streamtap.diagnostics.probe.baseline import BaselineError, baseline_dialect
 from streamtap.diagnostics.probe.catalog import Catalog, Ending
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge
-from streamtap.proxy.probe.cases import armed, attempts, new_records
+from streamtap.proxy.probe.cases import (armed, attempts, first_request, new_records,
+                                         spoken_dialect)
 from streamtap.proxy.testing.fixture import StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -84,10 +85,9 @@ class EndingCase:
         ProbeFailure; an ending that does not apply to the client's dialect, or whose fault is
         not built yet, calls `skip` with the reason."""
         run, records = self._call(client, None)
-        first = f"{records[0].request.method} {records[0].request.path}" if records else ""
         try:
-            dialect = baseline_dialect(run, [str(r.get("dialect")) for r in records], first,
-                                       self.dialect, self.timeout_s)
+            dialect = baseline_dialect(run, [spoken_dialect(record) for record in records],
+                                       first_request(records), self.dialect, self.timeout_s)
         except BaselineError as exc:
             raise ProbeFailure(str(exc)) from None
         reason = Catalog().skip_reason(self.ending, dialect)
