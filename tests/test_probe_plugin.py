@@ -54,7 +54,7 @@ def test_each_ending_is_graded_and_a_swallowed_one_fails(pytester, clean_env):
         "*clean_end_between_events: the client was graded SILENT (breaks: must not be silent*",
         "FAILED test_client.py::test_my_client[[]clean_end_between_events[]]*"])
     result.stdout.fnmatch_lines(["SKIPPED*applies to anthropic-messages, not openai-chat"])
-    result.stdout.fnmatch_lines(["SKIPPED*needs the hold-open-after-terminal fault*"])
+    result.stdout.fnmatch_lines(["SKIPPED*needs the hold-open fault*"])
     result.stdout.fnmatch_lines([
         "*streamtap: how the client handled each ending*",
         "test_client.py::test_my_client (openai-chat):",
