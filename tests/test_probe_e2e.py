@@ -39,6 +39,19 @@ def rows(data: dict) -> dict[str, dict]:
     return {row["ending"]: row for row in data["endings"]}
 
 
+def test_list_prints_the_catalog_and_a_typo_gets_the_closest_ending(capsys):
+    from streamtap.proxy.cli import main
+
+    assert main(["probe", "--list"]) == 0
+    listing = capsys.readouterr().out
+    assert "clean_end_between_events" in listing and "close; at=event:text_delta:3" in listing
+    assert "expect: must not be silent" in listing
+    assert main(["probe", "--endings", "http_50", "--", "node", "client.mjs"]) == 2
+    assert "no ending `http_50` in the catalog; did you mean `http_500`?" in capsys.readouterr().err
+    assert main(["probe"]) == 2
+    assert "no client command: put it after `--`" in capsys.readouterr().err
+
+
 def streamtap(*args: str) -> str:
     return subprocess.run([sys.executable, "-m", "streamtap", *args], capture_output=True,
                           text=True, check=True, timeout=60).stdout
@@ -152,8 +165,9 @@ def test_the_openai_npm_sdk_retries_a_500_and_waits_on_a_stalled_body(tmp_path, 
 
 
 HTTPX_ANTHROPIC = '''
-import sys, httpx
-with httpx.stream("POST", sys.argv[1] + "/v1/messages", timeout=2.0,
+import os, sys, httpx
+base = sys.argv[1] if len(sys.argv) > 1 else os.environ["STREAMTAP_BASE_URL"]
+with httpx.stream("POST", base + "/v1/messages", timeout=float(os.environ.get("WAIT", 2)),
                   json={"model": "claude-sonnet-4-5", "max_tokens": 64, "stream": True,
                         "messages": [{"role": "user", "content": "hi"}]}) as response:
     response.raise_for_status()
@@ -173,6 +187,23 @@ def test_base_url_in_the_arguments_fits_the_dialect_and_its_own_endings_run(tmp_
     assert (got["anthropic_529"]["grade"], got["anthropic_529"]["skipped"]) == ("raised", None)
     assert got["anthropic_529"]["error_line"].startswith("httpx.HTTPStatusError")
     assert got["reset_mid_text"]["error_line"].startswith("httpx.ReadError")
+    # STREAMTAP_BASE_URL is the same URL, for a client that reads it from the environment
+    _, data, _ = probe(tmp_path, "--dialect", "anthropic-messages", "--endings", "http_500",
+                       "--", sys.executable, str(script), expect_exit=0)
+    assert rows(data)["http_500"]["error_line"].startswith("httpx.HTTPStatusError")
+
+
+def test_a_client_still_running_at_the_limit_is_killed_and_graded_hung(tmp_path, monkeypatch):
+    script = tmp_path / "client.py"
+    script.write_text(HTTPX_ANTHROPIC)
+    monkeypatch.setenv("WAIT", "600")  # no timeout of its own to speak of
+    _, data, _ = probe(tmp_path, "--timeout", "3", "--dialect", "anthropic-messages",
+                       "--endings", "stall_mid_stream", "--", sys.executable, str(script),
+                       expect_exit=1)
+    stall = rows(data)["stall_mid_stream"]
+    assert (stall["grade"], stall["exit_status"], stall["meets"]) == ("HUNG", None, False)
+    assert 3 <= stall["seconds"] < 8
+    assert stall["why"] == "breaks: must end within the client's own timeout"
 
 
 @pytest.mark.parametrize("client, args, says", [

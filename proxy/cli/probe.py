@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 
+from streamtap.diagnostics.probe.catalog import ALL_DIALECTS
 from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
-
-_DIALECTS = ("openai-chat", "openai-responses", "anthropic-messages", "gemini", "ollama-ndjson")
 
 
 def add_probe_command(commands) -> None:
@@ -23,7 +22,7 @@ def add_probe_command(commands) -> None:
                     "wire), HUNG (killed at --timeout). Exit status 1 when a grade breaks its "
                     "expectation (or a grade pinned with --expect), 2 when the probe cannot run.")
     probe.add_argument("--endings", metavar="A,B", help="only these endings (see --list)")
-    probe.add_argument("--dialect", choices=_DIALECTS,
+    probe.add_argument("--dialect", choices=ALL_DIALECTS,
                        help="the client's dialect (default: that of its first request)")
     probe.add_argument("--once", action="store_true",
                        help="apply each ending to the first request only, so a retry can "
@@ -48,7 +47,7 @@ def add_probe_command(commands) -> None:
 def _catalog_lines(catalog) -> list[str]:
     lines = []
     for ending in catalog.endings:
-        dialects = "all" if len(ending.dialects) == len(_DIALECTS) else ",".join(ending.dialects)
+        dialects = "all" if len(ending.dialects) == len(ALL_DIALECTS) else ",".join(ending.dialects)
         pending = f"  [{ending.pending}]" if ending.pending else ""
         lines.append(f"{ending.name:28} {dialects:46} {ending.fault}\n"
                      f"{'':28} expect: {ending.expect.says}{pending}")

@@ -149,3 +149,31 @@ def test_picking_and_skipping():
         "applies to anthropic-messages, not openai-chat")
     assert CATALOG.skip_reason(ending("anthropic_529"), "anthropic-messages") is None
     assert "needs the" in CATALOG.skip_reason(ending("parked_after_terminal"), "openai-chat")
+
+
+def test_the_table_markdown_and_json_forms_say_the_same():
+    from streamtap.diagnostics.probe.grade import skipped
+    from streamtap.diagnostics.views.probe import (ProbeResult, markdown, report_section,
+                                                   text_table)
+
+    result = ProbeResult("probe-1", "openai-chat", (
+        judge(ending("reset_mid_text"), Run(1, False, 0.71, (BROKEN,), "TypeError: terminated")),
+        judge(ending("clean_end_between_events"), Run(0, False, 0.5, (BROKEN,))),
+        skipped(ending("anthropic_529"), "applies to anthropic-messages, not openai-chat")),
+        missing_pins=("http_500",))
+    assert not result.passed and [v.ending for v in result.broken] == ["clean_end_between_events"]
+    table = text_table(result)
+    assert table[0].split()[:2] == ["ending", "grade"]
+    assert table[2].split() == ["reset_mid_text", "raised", "TypeError:", "terminated", "1",
+                                "0.7s", "meets"]
+    assert table[-1] == ("2 ending(s) of openai-chat run, 1 broke the expectation; records in "
+                         "session probe-1: clean_end_between_events; pinned but not graded in "
+                         "this run: http_500")
+    md = markdown(result)
+    assert md[2] == "| reset_mid_text | raised | TypeError: terminated | 1 | 0.7s | meets |"
+    assert md[3].startswith("| clean_end_between_events | SILENT | - | 1 | 0.5s | BREAKS: ")
+    assert md[4] == ("| anthropic_529 | - |  |  |  | skipped: applies to anthropic-messages, not "
+                     "openai-chat |")
+    section = report_section(result.as_dict())
+    assert [row["broken"] for row in section["rows"]] == [False, True, False]
+    assert section["rows"][0]["cells"] == tuple(md[2].strip("| ").split(" | "))
