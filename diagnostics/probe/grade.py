@@ -17,7 +17,8 @@ class Attempt:
 
     started_s: float
     complete: bool
-    trace_id: str = ""
+    trace_id: str = ""  # the record's id: streamtap's own hex, never the client's words
+    fault_fired: bool = True  # whether the ending's fault fired in this request
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Verdict:
         return len(self.run.attempts) if self.run else 0
 
     def as_dict(self) -> dict:
+        """The JSON form (`--format json`, the session's probe.jsonl). Its strings are the
+        catalog's names and words, our grades, trace ids, and the client's error line (scrubbed,
+        see Run): none is a secret or a user's content."""
         run = self.run
         return {"ending": self.ending, "grade": self.grade, "meets": self.meets, "why": self.why,
                 "skipped": self.skipped, "requests": self.requests,
@@ -91,6 +95,11 @@ def judge(ending: Ending, run: Run, pinned: tuple[str, ...] = ()) -> Verdict:
     """The grade of `run` and whether it meets the expectation: the grades a team pinned for
     this ending when it pinned any, else the catalog's."""
     got = grade(run)
+    if run.attempts and not any(attempt.fault_fired for attempt in run.attempts):
+        # The client never reached the point where the ending happens (a reply that is not a
+        # stream, fewer text deltas): nothing about the ending to grade it on.
+        return Verdict(ending.name, got, True, "not reached: the fault never fired in the "
+                       "client's requests", run, pinned=pinned)
     if pinned:
         meets = got in pinned
         why = "as pinned" if meets else f"pinned {' or '.join(pinned)}, got {got}"

@@ -83,4 +83,5 @@ def attempts(records: list[Record]) -> tuple[Attempt, ...]:
     first = _started_s(records[0])
     return tuple(Attempt(round(_started_s(record) - first, 3),
                          (record.get("outcome") or {}).get("phase") == "complete",
-                         record.trace_id) for record in records)
+                         record.trace_id, bool((record.get("fault") or {}).get("fired")))
+                 for record in records)

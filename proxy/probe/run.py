@@ -61,8 +61,10 @@ def run_client(argv: list[str], env: dict[str, str], timeout_s: float) -> Run:
             process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             killed = True
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        finally:  # past the limit, or the probe itself interrupted: no client is left behind
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
         seconds = time.monotonic() - started
         size = stderr.seek(0, os.SEEK_END)
         stderr.seek(max(0, size - STDERR_TAIL))

@@ -177,3 +177,15 @@ def test_the_table_markdown_and_json_forms_say_the_same():
     section = report_section(result.as_dict())
     assert [row["broken"] for row in section["rows"]] == [False, True, False]
     assert section["rows"][0]["cells"] == tuple(md[2].strip("| ").split(" | "))
+
+
+def test_an_ending_the_client_never_reached_is_said_not_blamed():
+    # a client that asks for a whole JSON reply never gets a third text delta to cut after
+    unreached = Attempt(0.0, True, "t1", fault_fired=False)
+    verdict = judge(ending("clean_end_between_events"), Run(0, False, 0.4, (unreached,)))
+    assert (verdict.grade, verdict.meets) == ("ok", True)
+    assert verdict.why == "not reached: the fault never fired in the client's requests"
+    # --once: the fault fired in the first request only, and that counts
+    recovered = judge(ending("reset_mid_text"), Run(0, False, 1.0, (
+        Attempt(0.0, False, "t1"), Attempt(0.5, True, "t2", fault_fired=False))))
+    assert (recovered.grade, recovered.meets) == ("recovered", True)
