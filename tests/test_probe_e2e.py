@@ -6,7 +6,6 @@ can check by hand (README "Probing your client" shows the fetch client's whole t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.clients import env_without_providers
 from tests.programs import found_or_skip, in_ci
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,12 +24,10 @@ NPM_CACHE = Path.home() / ".cache" / "streamtap-ci" / "npm-openai"
 def probe(tmp_path: Path, *args: str, expect_exit: int | None = None) -> tuple[int, dict, str]:
     """`streamtap probe --format json ARGS` with a trace dir in tmp_path: exit status, the JSON
     it printed ({} when none), stderr."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
-                           "ANTHROPIC_API_KEY")}
     done = subprocess.run([sys.executable, "-m", "streamtap", "probe", "--format", "json",
                            "--trace-dir", str(tmp_path / "traces"), *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, env=env_without_providers(), timeout=300,
+                          cwd=tmp_path)
     if expect_exit is not None:
         assert done.returncode == expect_exit, done.stderr + done.stdout
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
@@ -112,8 +110,8 @@ def test_expect_pins_a_teams_grades_and_fails_when_one_changes(tmp_path, node):
 def test_the_openai_python_sdk_retries_a_500_and_waits_out_a_429(tmp_path):
     client = ["--", sys.executable, str(EXAMPLES / "probe_openai_client.py")]
     _, data, _ = probe(tmp_path, "--timeout", "20", "--endings",
-                       "http_500,http_429_retry_after,clean_end_between_events,stall_mid_stream",
-                       *client)
+                       "http_500,http_429_retry_after,clean_end_between_events,stall_mid_stream,"
+                       "provider_error_event", *client)
     got = rows(data)
     # the SDK retries a 500 twice, then raises: three requests
     assert (got["http_500"]["grade"], got["http_500"]["requests"]) == ("raised", 3)
@@ -122,6 +120,8 @@ def test_the_openai_python_sdk_retries_a_500_and_waits_out_a_429(tmp_path):
     assert (got["http_429_retry_after"]["requests"], got["http_429_retry_after"]["meets"]) == (
         3, True)
     assert got["clean_end_between_events"]["grade"] == "SILENT"
+    assert got["provider_error_event"]["error_line"] == (
+        "openai.APIError: streamtap injected error")
     # its 2 s timeout fires on a stalled body
     assert got["stall_mid_stream"]["grade"] == "raised"
     assert got["stall_mid_stream"]["error_line"] == "openai.APITimeoutError: Request timed out."

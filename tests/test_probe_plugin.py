@@ -4,6 +4,8 @@ ending, skips endings of another dialect, and `--streamtap-report` prints the gr
 
 import pytest
 
+from tests.clients import PROVIDER_ENV
+
 pytest_plugins = ["pytester"]
 
 CLIENT_TEST = '''
@@ -26,7 +28,7 @@ def test_my_client(streamtap_ending):
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
 
 

@@ -3,12 +3,12 @@ verbatim against the Node fetch example (the table README shows must be the grad
 prints), and its pytest example in a pytest run of its own."""
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.clients import PROVIDER_ENV, env_without_providers
 from tests.readme import code_blocks, shell_blocks
 
 pytest_plugins = ["pytester"]
@@ -17,13 +17,6 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = str(Path(sys.executable).parent)  # where `streamtap` is installed
 PROBING = "Probing your client"
 _ROW = re.compile(r"^([a-z0-9_]+)\s{2,}(ok|raised|recovered|SILENT|HUNG|-)\s", re.M)
-
-
-def _env() -> dict:
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
-        env.pop(name, None)
-    return env
 
 
 def grades(table: str) -> dict[str, str]:
@@ -36,7 +29,7 @@ def test_the_probe_commands_run_as_written_and_print_the_table_readme_shows(tmp_
     (tmp_path / "examples").symlink_to(REPO / "examples")  # README's paths, from a fresh folder
 
     def run(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", command], cwd=tmp_path, env=_env(),
+        return subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env_without_providers(BIN),
                               capture_output=True, text=True, timeout=300)
 
     done = run(table)
@@ -60,7 +53,7 @@ def test_the_probe_commands_run_as_written_and_print_the_table_readme_shows(tmp_
 
 
 def test_the_pytest_example_grades_the_openai_sdk_over_the_catalog(pytester, monkeypatch):
-    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for name in PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     (example,) = code_blocks(PROBING, "python")
     pytester.makepyfile(test_my_client=example)
