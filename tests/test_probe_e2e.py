@@ -21,12 +21,14 @@ EXAMPLES = REPO / "examples"
 NPM_CACHE = Path.home() / ".cache" / "streamtap-ci" / "npm-openai"
 
 
-def probe(tmp_path: Path, *args: str, expect_exit: int | None = None) -> tuple[int, dict, str]:
-    """`streamtap probe --format json ARGS` with a trace dir in tmp_path: exit status, the JSON
-    it printed ({} when none), stderr."""
+def probe(tmp_path: Path, *args: str, expect_exit: int | None = None,
+          env: dict | None = None) -> tuple[int, dict, str]:
+    """`streamtap probe --format json ARGS` with a trace dir in tmp_path (and `env` added to
+    its environment): exit status, the JSON it printed ({} when none), stderr."""
     done = subprocess.run([sys.executable, "-m", "streamtap", "probe", "--format", "json",
                            "--trace-dir", str(tmp_path / "traces"), *args],
-                          capture_output=True, text=True, env=env_without_providers(), timeout=300,
+                          capture_output=True, text=True, env={**env_without_providers(), **(env or {})},
+                          timeout=300,
                           cwd=tmp_path)
     if expect_exit is not None:
         assert done.returncode == expect_exit, done.stderr + done.stdout
@@ -222,3 +224,16 @@ def test_the_first_run_must_succeed_or_the_probe_says_why(tmp_path, client, args
     code, data, stderr = probe(tmp_path, *args, "--", *client)
     assert (code, data) == (2, {})
     assert says in stderr
+
+
+def test_the_client_gets_placeholder_keys_even_where_real_ones_are_set(tmp_path):
+    real = "sk-proj-" + "Zq8RtW3yUe6IoP1aSd4FgH7jKl0ZxC2v"
+    client = ("import os, urllib.request; key = os.environ['OPENAI_API_KEY']; "
+              "assert key == 'sk-streamtap-fake', 'the client got the real key'; "
+              "urllib.request.urlopen(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+              "data=b'{}').read()")
+    _, data, _ = probe(tmp_path, "--endings", "http_500", "--", sys.executable, "-c", client,
+                       env={"OPENAI_API_KEY": real}, expect_exit=0)
+    assert rows(data)["http_500"]["error_line"] == (
+        "urllib.error.HTTPError: HTTP Error 500: Internal Server Error")
+    assert real not in (tmp_path / "traces").joinpath(data["probe"], "probe.jsonl").read_text()

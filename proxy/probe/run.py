@@ -22,7 +22,7 @@ from streamtap.diagnostics.probe.grade import Run, Verdict, judge, skipped
 from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
 from streamtap.proxy.probe.cases import (armed, attempts, base_url, first_request, new_records,
                                          spoken_dialect)
-from streamtap.proxy.testing.fixture import StreamtapFixture
+from streamtap.proxy.testing.fixture import FAKE_KEYS, StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0
 STDERR_TAIL = 64 * 1024  # the end of the client's stderr is where its last error is
@@ -86,7 +86,9 @@ class Probe:
 
     def _run(self, fixture: StreamtapFixture, dialect: str | None, ending=None):
         url = base_url(fixture, dialect)
-        env = {**os.environ, **fixture.environment(), "STREAMTAP_BASE_URL": url}
+        # Placeholder keys even where real ones are set: the upstream is always the fake
+        # provider, so a real key would have nowhere to go but a loopback port.
+        env = {**os.environ, **fixture.environment(), **FAKE_KEYS, "STREAMTAP_BASE_URL": url}
         argv = [arg.replace("{base_url}", url) for arg in self.options.command]
         with armed(fixture, ending, self.options.once):
             run = run_client(argv, env, self.options.timeout_s)
