@@ -1,5 +1,7 @@
 """The pytest plugin (entry point `pytest11: streamtap`): the `streamtap` fixture, the
-`@pytest.mark.streamtap(...)` marker, `--streamtap-upstream` and `--streamtap-report`.
+`@pytest.mark.streamtap(...)` marker, the `streamtap_ending` fixture (a test run once per ending
+of the probe catalog) and its `@pytest.mark.streamtap_probe(...)` marker, `--streamtap-upstream`
+and `--streamtap-report`.
 
 This module imports only pytest: streamtap's proxy, aiohttp and the fake provider are imported
 when a test first uses the fixture, so a suite that never does pays nothing."""
