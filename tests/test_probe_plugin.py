@@ -65,3 +65,19 @@ def test_each_ending_is_graded_and_a_swallowed_one_fails(pytester, clean_env):
         "http_500*raised*openai.InternalServerError: Error code: 500*1*meets",
         "reset_mid_text*raised*openai.APIConnectionError: Connection error.*1*meets",
         "clean_end_between_events*SILENT*-*1*BREAKS: must not be silent*"])
+
+
+def test_once_lets_a_retry_recover_and_a_misspelt_option_is_named(pytester, clean_env):
+    pytester.makepyfile(test_client=CLIENT_TEST.replace("max_retries=0", "max_retries=1").replace(
+        "endings=[{endings}], timeout=10", "endings=['http_500'], once=True, timeout=10") + '''
+
+@pytest.mark.streamtap_probe(endings=["http_500"], retries=2)
+def test_misspelt(streamtap_ending):
+    streamtap_ending.run(ask)
+''')
+    result = pytester.runpytest_subprocess("--streamtap-report", "-p", "no:cacheprovider",
+                                           "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*streamtap_probe has no option 'retries'; it takes endings, "
+                                 "dialect, once, timeout*"])
+    result.stdout.fnmatch_lines(["http_500*recovered*-*2*meets"])
