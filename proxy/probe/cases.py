@@ -5,12 +5,13 @@ probe` (a client command) and the pytest plugin (a client function)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.probe.catalog import ALL_DIALECTS, Ending
-from streamtap.diagnostics.probe.grade import Attempt
+from streamtap.diagnostics.probe.grade import Attempt, Run
 from streamtap.proxy.testing.fixture import StreamtapFixture
 from streamtap.proxy.testing.records import Record
 
@@ -85,3 +86,13 @@ def attempts(records: list[Record]) -> tuple[Attempt, ...]:
                          (record.get("outcome") or {}).get("phase") == "complete",
                          record.trace_id, bool((record.get("fault") or {}).get("fired")))
                  for record in records)
+
+
+def observe(fixture: StreamtapFixture, ending: Ending | None, once: bool, seen: set[str],
+            call: Callable[[], Run], session: str | None = None) -> tuple[Run, list[Record]]:
+    """Run the client (`call` returns what its run did) with `ending` armed; that Run with the
+    attempts its requests made, and their records."""
+    with armed(fixture, ending, once):
+        run = call()
+        records = new_records(fixture, seen, session)
+    return dataclasses.replace(run, attempts=attempts(records)), records

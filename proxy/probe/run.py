@@ -20,7 +20,7 @@ from streamtap.diagnostics.probe.catalog import Catalog
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge, skipped
 from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
-from streamtap.proxy.probe.cases import (armed, attempts, base_url, first_request, new_records,
+from streamtap.proxy.probe.cases import (base_url, first_request, new_records, observe,
                                          spoken_dialect)
 from streamtap.proxy.testing.fixture import FAKE_KEYS, StreamtapFixture
 
@@ -90,11 +90,8 @@ class Probe:
         # provider, so a real key would have nowhere to go but a loopback port.
         env = {**os.environ, **fixture.environment(), **FAKE_KEYS, "STREAMTAP_BASE_URL": url}
         argv = [arg.replace("{base_url}", url) for arg in self.options.command]
-        with armed(fixture, ending, self.options.once):
-            run = run_client(argv, env, self.options.timeout_s)
-            records = new_records(fixture, self._seen, self.session)
-        return Run(run.exit_status, run.killed, run.seconds, attempts(records),
-                   run.error_line), records
+        return observe(fixture, ending, self.options.once, self._seen,
+                       lambda: run_client(argv, env, self.options.timeout_s), self.session)
 
     def _baseline(self, fixture: StreamtapFixture) -> str:
         """Run the client on a complete stream; the dialect of its requests, or ProbeError."""

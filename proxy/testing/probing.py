@@ -13,8 +13,7 @@ from streamtap.diagnostics.probe.baseline import BaselineError, baseline_dialect
 from streamtap.diagnostics.probe.catalog import Catalog, Ending
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge
-from streamtap.proxy.probe.cases import (armed, attempts, first_request, new_records,
-                                         spoken_dialect)
+from streamtap.proxy.probe.cases import first_request, observe, spoken_dialect
 from streamtap.proxy.testing.fixture import StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -72,11 +71,8 @@ class EndingCase:
         return self.ending.name
 
     def _call(self, client, ending: Ending | None) -> tuple[Run, list]:
-        with armed(self.fixture, ending, self.once):
-            run = call_client(client, self.timeout_s)
-            records = new_records(self.fixture, self._seen)
-        return Run(run.exit_status, run.killed, run.seconds, attempts(records),
-                   run.error_line), records
+        return observe(self.fixture, ending, self.once, self._seen,
+                       lambda: call_client(client, self.timeout_s))
 
     def run(self, client) -> Verdict:
         """Call `client()` (a function that makes one request through the proxy, as the code
