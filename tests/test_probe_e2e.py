@@ -237,3 +237,27 @@ def test_the_client_gets_placeholder_keys_even_where_real_ones_are_set(tmp_path)
     assert rows(data)["http_500"]["error_line"] == (
         "urllib.error.HTTPError: HTTP Error 500: Internal Server Error")
     assert real not in (tmp_path / "traces").joinpath(data["probe"], "probe.jsonl").read_text()
+
+
+def test_the_fake_answers_text_or_a_tool_call_as_told_whatever_the_request_asks():
+    import httpx
+
+    from streamtap import FakeProvider
+
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}}}}]
+    asks = {"plain": {"model": "m", "stream": True, "messages": []},
+            "tools": {"model": "m", "stream": True, "messages": [], "tools": tools}}
+    with FakeProvider() as fake:
+        def answer(body: dict) -> str:
+            return httpx.post(fake.url + "/v1/chat/completions", json=body, timeout=10).text
+
+        assert "tool_calls" not in answer(asks["plain"]) and "lookup" in answer(asks["tools"])
+        fake.answer_with("tool_call")  # a stand-in tool when the request defines none
+        assert '"get_weather"' in answer(asks["plain"]) and "lookup" in answer(asks["tools"])
+        fake.answer_with("text")
+        assert "tool_calls" not in answer(asks["tools"])
+        fake.answer_with(None)
+        assert "lookup" in answer(asks["tools"])
+        with pytest.raises(ValueError, match="answer_with takes 'text', 'tool_call' or None"):
+            fake.answer_with("tools")
