@@ -16,6 +16,17 @@ import httpx
 from tests.streams import CANARY_ARG, CANARY_OUTPUT, sse
 
 RESPONSE_ID = "resp_e2e1"
+# What points an SDK somewhere: a test that lets streamtap set them starts without them.
+PROVIDER_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+def env_without_providers(path_first: str | None = None) -> dict[str, str]:
+    """This process's environment without PROVIDER_ENV (and with `path_first` at the head of
+    PATH, when given)."""
+    env = {name: value for name, value in os.environ.items() if name not in PROVIDER_ENV}
+    if path_first:
+        env["PATH"] = path_first + os.pathsep + env.get("PATH", "")
+    return env
 
 
 # -- OpenAI Responses streams (the documented event sequence) --------------------------------------

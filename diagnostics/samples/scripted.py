@@ -195,11 +195,22 @@ def copy_value(value: object) -> object:
         else value
 
 
-def default_answer(dialect: str, body: dict, stream: bool, model: str | None) -> dict:
+# The tool called when a text-only request is answered with a tool call anyway (`answer`).
+STAND_IN_TOOL = ("get_weather", {"type": "object", "properties": {"city": {"type": "string"}},
+                                 "required": ["city"]})
+
+
+def default_answer(dialect: str, body: dict, stream: bool, model: str | None,
+                   answer: str | None = None) -> dict:
     """What the fake provider answers a request it has no script for: a call of its first tool
     (arguments in at least 8 pieces) when it defines tools, else a text answer of at least 10
-    deltas; both end normally."""
+    deltas; both end normally. `answer` overrides the request: `text`, or `tool_call` (of
+    STAND_IN_TOOL when the request defines none)."""
     tool = first_tool(body)
+    if answer == "text":
+        tool = None
+    elif answer == "tool_call":
+        tool = tool or STAND_IN_TOOL
     calls = [{"name": tool[0], "arguments": arguments_for(tool[1])}] if tool else None
     options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
     return scripted_sample(dialect, tool_calls=calls, stream=stream, model=model or DEFAULT_MODEL,

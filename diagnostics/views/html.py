@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.model import TraceView
+from streamtap.diagnostics.views.probe import HEADER as PROBE_HEADER
 from streamtap.diagnostics.views.stats import tally_lines
 from streamtap.diagnostics.views.text import ls_cells, ms
 
@@ -64,8 +65,9 @@ def row(line: dict) -> dict:
 
 
 def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: bool,
-                nonce: str, generated_at: str) -> str:
-    """The page: sessions, filters, the `stats` table of `lines` (the cells `streamtap stats`
+                nonce: str, generated_at: str, probes: list[dict] = ()) -> str:
+    """The page: sessions, filters, the grade table of each probe run (`probes`, from
+    views.probe.report_section), the `stats` table of `lines` (the cells `streamtap stats`
     prints), the table of `lines`, and a section per view. `live` adds the EventSource script
     that adds rows as requests finish."""
     rows = [row(line) for line in lines]
@@ -76,7 +78,8 @@ def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: 
              "tables": [stats_text.outcome_cells(table), stats_text.timing_cells(table)]}
     return _environment().get_template("page.html.j2").render(
         title=title, rows=rows, views=views, sessions=sessions, providers=providers,
-        stats=stats, live=live, nonce=nonce, generated_at=generated_at)
+        stats=stats, live=live, nonce=nonce, generated_at=generated_at, probes=probes,
+        probe_header=PROBE_HEADER)
 
 
 def render_trace(view: TraceView) -> str:

@@ -3,6 +3,7 @@ reads index lines and records, hands them to the pure HTML views."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import sys
 from datetime import datetime, timezone
@@ -10,9 +11,10 @@ from pathlib import Path
 
 from streamtap.diagnostics.views.html import render_page, render_trace
 from streamtap.diagnostics.views.model import TraceView, build_view
+from streamtap.diagnostics.views.probe import RESULT_FILE as PROBE_RESULT_FILE, report_section
 from streamtap.proxy.readout.traces import (Listing, TraceError, find_trace, load_record,
                                             public, read_index, read_index_since, record_path,
-                                            says_trace_errors, select)
+                                            says_trace_errors, select, session_dirs)
 
 PAGE_TRACES = 50  # traces the live page opens with; older ones are a `streamtap report` away
 
@@ -28,6 +30,21 @@ def _views(lines: list[dict]) -> tuple[list[dict], list[TraceView]]:
             continue
         kept.append(public(line))
     return kept, views
+
+
+def _probes(trace_dir: Path, session: str | None) -> list[dict]:
+    """The latest probe run of each session (`streamtap probe` appends one JSON line per run to
+    the session's probe.jsonl); a folder without one, or a line that is not JSON, adds nothing."""
+    found = []
+    for folder in sorted(session_dirs(trace_dir, session)):
+        try:
+            lines = (folder / PROBE_RESULT_FILE).read_text().splitlines()
+            data = json.loads(lines[-1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if isinstance(data, dict):
+            found.append(report_section(data))
+    return found
 
 
 def _now() -> str:
@@ -61,7 +78,7 @@ def report(trace_dir: str | Path, out: str | Path, *, session: str | None = None
     lines, views = _views(select(listing, failed=failed, since=cutoff, last=last))
     title = "streamtap report" + (f": session {session}" if session else "")
     html = render_page(lines, views, title=title, live=False, nonce=secrets.token_urlsafe(16),
-                       generated_at=_now())
+                       generated_at=_now(), probes=_probes(Path(trace_dir), session))
     Path(out).write_text(html)
     print(f"wrote {out}: {len(views)} trace(s)", file=sys.stderr)
     return 0

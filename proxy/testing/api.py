@@ -196,18 +196,20 @@ class Proxy(Background):
     def _book(self) -> FaultBook:
         return self._app[PROXY_KEY].faults
 
-    def records(self, timeout: float = RECORD_WAIT_S) -> list[Record]:
-        """Every record so far, oldest first, once the requests in flight have ended and their
-        records are written (waits up to `timeout` seconds for that)."""
+    def records(self, timeout: float = RECORD_WAIT_S, session: str | None = None
+                ) -> list[Record]:
+        """Every record so far (or one session's), oldest first, once the requests in flight
+        have ended and their records are written (waits up to `timeout` seconds for that)."""
         if self._thread is None:
-            return list(self._final or [])
+            return [record for record in self._final or []
+                    if session is None or record.get("session_id") == session]
         deadline = time.monotonic() + timeout
         inflight = self._app[PROXY_KEY].inflight
         while time.monotonic() < deadline:
             if not self._thread.call(lambda: len(inflight)) and not self._store.pending():
                 break
             time.sleep(0.01)
-        return read_records(self.trace_dir)
+        return read_records(self.trace_dir, session)
 
     def last_record(self, timeout: float = RECORD_WAIT_S) -> Record:
         """The newest record; AssertionError when no request has gone through yet."""

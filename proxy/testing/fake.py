@@ -60,6 +60,7 @@ class _FakeChooser:
         self._load = load
         self._library: Chooser | None = None
         self.served: list[Served] = []
+        self.answer: str | None = None  # `text` or `tool_call` whatever a request asks for
 
     @property
     def library(self) -> Chooser:
@@ -90,8 +91,9 @@ class _FakeChooser:
                     "/v1/chat/completions, /v1/responses, /v1/messages, Gemini "
                     ":generateContent/:streamGenerateContent and Ollama /api/chat")
         dialect = "gemini" if ask.dialect == "gemini" else ask.dialect
-        sample = default_answer(dialect, ask.body, ask.stream, ask.model)
-        kind = "tool call" if ask.defines_tools else "text answer"
+        sample = default_answer(dialect, ask.body, ask.stream, ask.model, self.answer)
+        tools = ask.defines_tools if self.answer is None else self.answer == "tool_call"
+        kind = "tool call" if tools else "text answer"
         return Choice(Loaded.from_sample(f"default-{kind.replace(' ', '-')}", sample),
                       f"the default {kind} for {ask.kind}")
 
@@ -161,6 +163,14 @@ class FakeProvider(Background):
                                  ending=ending, at=at, speed=speed, stream=stream, status=status,
                                  headers=headers, model=model, include_usage=include_usage)
         return ScriptedStream(dialect, Loaded.from_sample(f"scripted-{dialect}-{ending}", sample))
+
+    def answer_with(self, kind: str | None) -> None:
+        """Give every default answer as `kind` from now on, whatever the request asks for:
+        `text`, `tool_call` (of the request's first tool, else of a stand-in `get_weather`),
+        or None for what the request asks (the default)."""
+        if kind not in (None, "text", "tool_call"):
+            raise ValueError(f"answer_with takes 'text', 'tool_call' or None, got {kind!r}")
+        self._chooser.answer = kind
 
     @property
     def url(self) -> str:

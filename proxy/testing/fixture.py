@@ -67,8 +67,8 @@ class StreamtapFixture:
         """Arm a fault rule (the header's string form or keyword fields); see Proxy.fault."""
         return self.proxy.fault(spec, **fields)
 
-    def records(self) -> list[Record]:
-        return self.proxy.records()
+    def records(self, session: str | None = None) -> list[Record]:
+        return self.proxy.records(session=session)
 
     def last_record(self) -> Record:
         return self.proxy.last_record()

@@ -4,6 +4,7 @@ every consumer uses, so a record of any version we wrote reads the same."""
 
 from __future__ import annotations
 
+import glob
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -72,10 +73,10 @@ class Record(View):
         return (self._data.get("outcome") or {}).get("summary") or ""
 
 
-def read_records(trace_dir: Path) -> list[Record]:
-    """Every record under a trace dir (all sessions), oldest first."""
+def read_records(trace_dir: Path, session: str | None = None) -> list[Record]:
+    """Every record under a trace dir (all sessions, or one), oldest first."""
     found = []
-    for path in trace_dir.glob("*/*.json"):
+    for path in trace_dir.glob(f"{glob.escape(session)}/*.json" if session else "*/*.json"):
         if path.name.startswith("."):
             continue
         try:
