@@ -194,3 +194,23 @@ def test_the_502_answer_to_an_early_reset_is_kept_as_an_option(tmp_path, fake, n
     assert record["downstream"]["status"] == 502
     assert record["error"]["code"] == "ECONNRESET"
     assert "client_connection_reset" not in record["outcome"]["evidence"]
+
+
+def test_an_injected_bad_chunk_size_fails_fetch_and_httpx_in_their_http_parsers(fake, proxy, node):
+    """`bad_chunk_size` reproduces a gateway's broken chunk framing: the client's own HTTP parser
+    fails on it (undici HPE_INVALID_CHUNK_SIZE, httpx "illegal chunk header"), as the raw relay
+    lets it fail when an upstream really sends one."""
+    prefix = fake.add(Scenario(chat_text_stream(8)))
+    url = proxy.url("fake") + prefix + "/v1/chat/completions"
+    fault = {"x-streamtap-fault": "bad_chunk_size; at=event:text_delta:3"}
+    session = new_session()
+    proxied = node_read(node, url, {"x-streamtap-session": session, **fault})
+    assert proxied["status"] == 200 and proxied["bytes"] > 0
+    assert proxied["error"]["message"] == "terminated"
+    assert proxied["error"]["cause"]["code"] == "HPE_INVALID_CHUNK_SIZE"
+    record = proxy.record(session)
+    assert record["outcome"]["evidence"][0] == "injected_bad_chunk_size"
+    assert record["outcome"]["client_sees"] == "error"
+    assert record["downstream"]["ended"] == "aborted"
+    received, error = httpx_read(url, fault)
+    assert received > 0 and error is httpx.RemoteProtocolError

@@ -64,14 +64,12 @@ NO_SHAPE = '{"code":"InternalError","message":"peer closed connection"}'
 AT3 = "at=event:text_delta:3"
 ALL, TOOLS, ANTHROPIC = ALL_DIALECTS, PIECEWISE_TOOL_DIALECTS, ("anthropic-messages",)
 
-# Rows whose fault action is still being built name it in `pending` and are skipped until then:
-# today `reset; at=request` answers a 200 before the reset; `heartbeat_ms` (keepalives while
-# stalled), `hold` (no close after the terminal event) and `bad_chunk_size` do not exist yet.
+# A row whose fault action is still being built names it in `pending` and is skipped until then
+# (none today). `reset; at=request` resets before any response byte (no status line).
 # `stall_before_first_byte` is a delay at `request`: the upstream is not asked and not one byte
 # (no status line) goes back until the client's timeout, or the probe's limit, ends it.
 ENDINGS = (  # name, dialects, how it is made (a fault rule), the fake's answer, expectation
-    Ending("reset_before_response", ALL, "reset; at=request", AS_ASKED, FAIL_LOUDLY,
-           pending="needs the no-status-line reset fault"),
+    Ending("reset_before_response", ALL, "reset; at=request", AS_ASKED, FAIL_LOUDLY),
     Ending("http_500", ALL, "http_error; status=500", AS_ASKED, FAIL_LOUDLY),
     Ending("http_429_retry_after", ALL, f"http_error; status=429; retry_after={RETRY_AFTER_S}",
            AS_ASKED, RETRIED),
@@ -92,12 +90,9 @@ ENDINGS = (  # name, dialects, how it is made (a fault rule), the fake's answer,
            TIMES_OUT),
     Ending("stall_after_headers", ALL, "stall; at=headers", AS_ASKED, TIMES_OUT),
     Ending("stall_mid_stream", ALL, f"stall; {AT3}", TEXT, TIMES_OUT),
-    Ending("stall_behind_heartbeats", ALL, f"stall; {AT3}; heartbeat_ms=1000", TEXT, TIMES_OUT,
-           pending="needs the heartbeat stall fault"),
-    Ending("parked_after_terminal", ALL, "hold; at=terminal", AS_ASKED, COMPLETES,
-           pending="needs the hold-open fault"),
-    Ending("malformed_chunk_size", ALL, f"bad_chunk_size; {AT3}", TEXT, FAIL_LOUDLY,
-           pending="needs the bad chunk-size fault"),
+    Ending("stall_behind_heartbeats", ALL, f"stall; {AT3}; heartbeat_ms=1000", TEXT, TIMES_OUT),
+    Ending("parked_after_terminal", ALL, "hold; at=terminal", AS_ASKED, COMPLETES),
+    Ending("malformed_chunk_size", ALL, f"bad_chunk_size; {AT3}", TEXT, FAIL_LOUDLY),
 )
 
 

@@ -20,7 +20,8 @@ ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_g
 # What each injected action looked like to the client.
 _INJECTED_ENDINGS = {"reset": "reset", "truncate": "truncated", "close": "clean_close",
                      "drop_terminal": "clean_close", "error_chunk": "clean_close",
-                     "stall": "stalled", "http_error": "http_error"}
+                     "stall": "stalled", "http_error": "http_error",
+                     "bad_chunk_size": "truncated"}
 # Request summary fields a sample keeps: flags, counts and settings, never content.
 REQUEST_FIELDS = ("method", "path", "model", "stream", "message_count", "tool_count",
                   "tool_names", "tool_choice", "reasoning", "max_tokens", "temperature",

@@ -41,6 +41,7 @@ BY_EVIDENCE: tuple[tuple[str, str], ...] = (
     ("upstream_malformed", ERROR),  # bad chunk framing passed on: the client's parser fails too
     ("injected_reset", ERROR),
     ("injected_truncate", ERROR),
+    ("injected_bad_chunk_size", ERROR),  # the client's HTTP parser fails on the framing
     ("injected_http_error", ERROR),
     ("injected_close", SILENT_TRUNCATION),  # a clean close: nothing tells the client
     ("injected_drop_terminal", SILENT_TRUNCATION),

@@ -22,6 +22,7 @@ ACTION_HELP = {
     "http_error": "answer an HTTP error instead of the upstream", "delay": "add latency",
     "throttle": "limit bytes per second",
     "hold": "keep the connection open after the terminal event",
+    "bad_chunk_size": "a malformed chunk-size line, then a FIN",
 }
 
 

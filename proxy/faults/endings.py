@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from streamtap.proxy.serve import sockets
 
 STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
-ENDS = ("close", "truncate", "reset")
+ENDS = ("close", "truncate", "reset", "malformed")
+# What `bad_chunk_size` writes where the client's parser expects the next chunk's size line: not
+# hex, so undici (HPE_INVALID_CHUNK_SIZE), httpx/h11 ("illegal chunk header") and aiohttp fail on
+# it as on a gateway's broken framing (the raw relay passes such upstream bytes on as they came).
+MALFORMED_CHUNK_SIZE = b"zz\r\n"
 
 
 async def stall(duration_s: float | None, beat: Callable[[], Awaitable[None]] | None = None,
@@ -38,7 +42,12 @@ async def end_response(response: web.StreamResponse, transport, how: str) -> str
         await response.write_eof()
         return "complete"
     await sockets.drain(transport)
-    if how == "reset":
+    if how == "malformed":
+        chunked = response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() == "chunked"
+        if chunked and transport is not None and not transport.is_closing():
+            transport.write(MALFORMED_CHUNK_SIZE)  # past aiohttp's chunk writer, on purpose
+        sockets.close(transport)  # an answer that is not chunked can only be cut: a FIN
+    elif how == "reset":
         sockets.reset(transport)
     elif how == "truncate":
         sockets.close(transport)  # a FIN with no final chunk

@@ -307,7 +307,8 @@ class FaultRun:
             action = rule.then
         if action == "error_chunk":
             await ex.deliver(response, self.error_frame())
-        how = action if action in ("reset", "truncate") else "close"
+        how = {"reset": "reset", "truncate": "truncate", "bad_chunk_size": "malformed"}.get(
+            action, "close")
         ex.ending.downstream = await end_response(response, ex.request.transport, how)
         ex.ending.downstream_end_ms = ex.now()
         return response

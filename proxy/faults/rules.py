@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from streamtap.diagnostics.decode.triggers import Trigger, TriggerError, parse_trigger
 
 ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
-           "delay", "throttle", "hold")
+           "delay", "throttle", "hold", "bad_chunk_size")
 # Faults that only slow a stream; the others end or alter it (and make the outcome `injected`).
 SLOWING = ("delay", "throttle")
 DEFAULT_AT = {"http_error": "request", "drop_terminal": "terminal", "delay": "headers",

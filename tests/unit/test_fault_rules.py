@@ -15,7 +15,7 @@ from streamtap.proxy.faults.rules import (
 
 
 ACTIONS_TEXT = ("reset, truncate, close, drop_terminal, stall, error_chunk, http_error, delay, "
-                "throttle, hold")
+                "throttle, hold, bad_chunk_size")
 KEYS_TEXT = ("name, action, at, match, probability, seed, times, status, retry_after, style, "
              "type, code, message, body, duration_ms, then, heartbeat_ms, latency_ms, jitter_ms, "
              "per_frame, bytes_per_s, mid_frame")

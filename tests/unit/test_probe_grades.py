@@ -1,6 +1,8 @@
 """The probe's pure half: grades from what a run did, expectations, pinned grades, the client's
 last error line, and the catalog table itself."""
 
+import dataclasses
+
 import pytest
 
 from streamtap.diagnostics.probe.catalog import (ALL_DIALECTS, ENDINGS, GRADES, Catalog,
@@ -148,7 +150,10 @@ def test_picking_and_skipping():
     assert CATALOG.skip_reason(ending("anthropic_529"), "openai-chat") == (
         "applies to anthropic-messages, not openai-chat")
     assert CATALOG.skip_reason(ending("anthropic_529"), "anthropic-messages") is None
-    assert "needs the" in CATALOG.skip_reason(ending("parked_after_terminal"), "openai-chat")
+    waiting = dataclasses.replace(ending("parked_after_terminal"), pending="needs a new action")
+    assert CATALOG.skip_reason(waiting, "openai-chat") == "needs a new action"
+    assert all(CATALOG.skip_reason(row, "openai-chat") is None for row in CATALOG.endings
+               if row.applies_to("openai-chat"))  # every fault action the catalog names exists
 
 
 def test_the_table_markdown_and_json_forms_say_the_same():
