@@ -61,3 +61,57 @@ def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
         relay.wait(10)
         upstream.close()
     assert seen == [request] and received == answer
+
+
+CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap ([\d.]+), raw relay "
+                          r"(-?[\d.]+): ([\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
+
+
+def test_the_ci_benchmark_compares_streamtap_with_the_raw_relay_of_the_same_run():
+    """`bench/run.py --ci`, the gross-regression gate: streamtap's (a) figures as ratios to the
+    raw relay measured in the same run, exit 0 unless a gate is breached twice."""
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--ci"],
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    gates = CI_GATE_LINE.findall(result.stdout)
+    assert [gate[1] for gate in gates] == ["(a) CPU per frame (us)",
+                                           "(a) added latency p99 (ms)"], result.stdout[-3000:]
+    bench_run = load_bench_run()
+    for (verdict, label, value, base, times, most), (key, _, gate, floor) in zip(
+            gates, bench_run.CI_GATES):
+        assert float(value) > 0 and verdict.strip() == "ok"
+        assert float(times) == round(float(value) / max(float(base), floor), 2)
+        assert float(most) == gate
+    assert "% frames later than" in result.stdout  # the stall table: where the tail comes from
+
+
+def load_bench_run():
+    """bench/run.py as a module (it imports bench/variant.py from beside itself)."""
+    import importlib.util
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_run"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return module
+
+
+def test_a_gross_regression_fails_the_ci_gate_and_a_missing_figure_too():
+    ci_gate = load_bench_run().ci_gate
+    raw = {"a_cpu_us_per_frame": 20.0, "a_added_p99_ms": 0.4}
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0,
+                                                   "a_added_p99_ms": 25.0}})
+    assert ok and all(line.startswith("  ok") for line in lines)
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 170.0,
+                                                   "a_added_p99_ms": 25.0}})
+    assert not ok and lines[0].startswith("  FAILED (a) CPU per frame (us): streamtap 170, "
+                                          "raw relay 20: 8.50x")
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0,
+                                                   "a_added_p99_ms": 41.0}})
+    assert not ok and "41.00x" in lines[1]  # the raw relay's 0.4 ms counts as the 1 ms floor
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0}})
+    assert not ok and "not measured" in lines[1]

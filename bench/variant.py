@@ -1,0 +1,112 @@
+"""`streamtap serve` with one suspect of its event-loop stalls switched on or off, for the
+benchmark's suspect rows (`python bench/run.py --suspects`).
+
+    python bench/variant.py --variant gc-off --stats FILE -- serve --port 0 ...
+
+Every variant also times each garbage collection (`gc.callbacks`) from the moment streamtap
+listens, and writes the counts and pauses per generation, with the longest pauses, to `--stats`
+as JSON when the proxy exits. The
+variants change the process, never streamtap's code on disk:
+
+  as-shipped      streamtap as installed
+  gc-off          no cyclic garbage collector at all: the most the collector can cost
+  gc-unfrozen     the collector without streamtap's own gc.freeze() and thresholds at start-up
+  switch-1ms      the GIL handed over every 1 ms, not 5 ms: how long the store thread (which
+                  finishes and encodes each record) keeps the event loop waiting for the GIL
+  no-log          no per-request log line (the metrics and the feed still run)
+  no-lag-monitor  no event-loop lag checks (the timer behind `timeline.proxy_lag_max_ms`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+VARIANTS = ("as-shipped", "gc-off", "gc-unfrozen", "switch-1ms", "no-log", "no-lag-monitor")
+LONGEST_KEPT = 20
+
+
+class GcTimer:
+    """Counts and times collections per generation, from gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.by_generation: dict[int, list[float]] = {0: [], 1: [], 2: []}
+
+    def reset(self) -> None:
+        """From now on: streamtap's own collection at start-up is not a stall of serving."""
+        self.by_generation = {0: [], 1: [], 2: []}
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.by_generation[info["generation"]].append(
+                (time.perf_counter() - self.started) * 1000.0)
+
+    def stats(self) -> dict:
+        out = {}
+        for generation, pauses in self.by_generation.items():
+            ordered = sorted(pauses)
+            out[f"gen{generation}"] = {
+                "count": len(ordered), "total_ms": round(sum(ordered), 2),
+                "max_ms": round(ordered[-1], 2) if ordered else 0.0,
+                "over_1ms": sum(1 for p in ordered if p > 1.0),
+                "longest_ms": [round(p, 2) for p in ordered[-LONGEST_KEPT:][::-1]]}
+        return out
+
+
+def apply(variant: str, timer: GcTimer) -> None:
+    """Switch the suspect off (or the shipped remedy off) before streamtap starts; the timer
+    counts from the moment streamtap listens."""
+    from streamtap.proxy.serve import run
+
+    settle = run.settle_garbage_collector
+    if variant == "gc-unfrozen":
+        settle = lambda: None  # noqa: E731
+    run.settle_garbage_collector = lambda: (settle(), timer.reset())
+    if variant == "gc-off":
+        gc.disable()
+    elif variant == "switch-1ms":
+        sys.setswitchinterval(0.001)
+    elif variant == "no-log":
+        from streamtap.proxy.serve.app import Proxy
+
+        def metrics_only(self, record, path=None):
+            self.metrics.observe(record)
+
+        Proxy.log_exchange = metrics_only
+    elif variant == "no-lag-monitor":
+        from streamtap.proxy.serve import looplag
+
+        looplag.LoopLag.open = lambda self, key, t0: None
+        looplag.LoopLag.close = lambda self, key: (None, None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--variant", choices=VARIANTS, required=True)
+    parser.add_argument("--stats", required=True, help="where the collector's figures go (JSON)")
+    parser.add_argument("serve_args", nargs=argparse.REMAINDER,
+                        help="-- then streamtap's own arguments")
+    args = parser.parse_args()
+    serve_args = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
+    timer = GcTimer()
+    gc.callbacks.append(timer)
+    stats = Path(args.stats)
+    atexit.register(lambda: stats.write_text(json.dumps(
+        {"variant": args.variant, "gc": timer.stats(), "thresholds": gc.get_threshold(),
+         "switch_interval_s": sys.getswitchinterval()})))
+    apply(args.variant, timer)
+    from streamtap.proxy.cli import main as streamtap_main
+
+    return streamtap_main(serve_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
