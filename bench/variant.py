@@ -101,6 +101,7 @@ def main() -> int:
     stats = Path(args.stats)
     atexit.register(lambda: stats.write_text(json.dumps(
         {"variant": args.variant, "gc": timer.stats(), "thresholds": gc.get_threshold(),
+         "frozen_objects": gc.get_freeze_count(),
          "switch_interval_s": sys.getswitchinterval()})))
     apply(args.variant, timer)
     from streamtap.proxy.cli import main as streamtap_main

@@ -3,12 +3,16 @@ measures, the raw relay relays (the figures themselves are for a quiet machine, 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import threading
+
+import pytest
 
 from tests.proxyproc import REPO
 from tests.readme import shell_blocks
@@ -121,3 +125,27 @@ def test_a_gross_regression_fails_the_ci_gate_and_a_missing_figure_too():
     assert not ok and "41.00x" in lines[1]  # the raw relay's 0.4 ms counts as the 1 ms floor
     lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0}})
     assert not ok and "not measured" in lines[1]
+
+
+@pytest.mark.parametrize("variant", ["as-shipped", "gc-unfrozen"])
+def test_serve_puts_start_up_objects_out_of_the_collectors_reach(tmp_path, variant):
+    """A full collection that walks every module streamtap and its libraries loaded stops the
+    event loop for tens of ms mid-stream; `serve` freezes them once it listens (and
+    bench/variant.py's `gc-unfrozen`, the suspect row, undoes exactly that)."""
+    stats = tmp_path / "gc.json"
+    proxy = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "variant.py"), "--variant", variant, "--stats",
+         str(stats), "--", "serve", "--port", "0", "--trace-dir", str(tmp_path / "traces"),
+         "--route", "bench=http://127.0.0.1:9"], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        for line in proxy.stdout:
+            if "listening on" in line:
+                break
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        proxy.communicate(timeout=30)
+    frozen = json.loads(stats.read_text())["frozen_objects"]
+    if variant == "as-shipped":
+        assert frozen > 10_000  # aiohttp, structlog, streamtap: tens of thousands of objects
+    else:
+        assert frozen == 0
