@@ -625,6 +625,8 @@ def render(table: dict, specs: dict, quick: bool) -> str:
              f"{'start MiB':>8} {'end MiB':>8}")
     lines += [head, head2, "-" * len(head2)]
     for name, s in table.items():
+        if name.startswith(SUSPECT_PREFIX):
+            continue  # the stall table shows them
         if "skipped" in s:
             lines.append(f"{name:14} skipped: {s['skipped']}")
             continue
@@ -655,7 +657,7 @@ def render(table: dict, specs: dict, quick: bool) -> str:
              f"{'us/frm':>8} {'frames/s':>9} {'before->open':>14} {'CPU%':>7}")
     lines += [head, head2, "-" * len(head2)]
     for name, s in table.items():
-        if "skipped" in s:
+        if "skipped" in s or name.startswith(SUSPECT_PREFIX):
             continue
         rss = (f"{s['c_rss_mib_before']:.1f}->{s['c_rss_mib_open']:.1f}"
                if s.get("c_rss_mib_open") is not None else "-")
@@ -677,21 +679,26 @@ def render(table: dict, specs: dict, quick: bool) -> str:
 def render_stalls(table: dict) -> list[str]:
     """(a)'s latency tail and its suspects, per row: frames delivered late, the loop lag the
     records measured, and the collector's pauses (rows of bench/variant.py)."""
-    head = (f"{'stalls (a)':22} {'% frames later than':>20} | {'loop lag ms':>13} | "
-            f"{'gc pauses':>22}")
-    head2 = (f"{'row':22} {'1 ms':>6} {'5 ms':>6} {'20 ms':>6} | {'p99':>6} {'max':>6} | "
-             f"{'count':>6} {'>1ms':>5} {'max ms':>7}")
+    head = (f"{'stalls (a)':24} {'(a) CPU':>7} {'added ms':>15} {'steady':>7} | "
+            f"{'% frames later than':>20} | {'loop lag ms':>13} | {'gc pauses':>20}")
+    head2 = (f"{'row':24} {'us/frm':>7} {'p50':>7} {'p99':>7} {'p99':>7} | {'1 ms':>6} "
+             f"{'5 ms':>6} {'20 ms':>6} | {'p99':>6} {'max':>6} | {'count':>6} {'>1ms':>5} "
+             f"{'max ms':>7}")
     lines = [head, head2, "-" * len(head2)]
     for name, s in table.items():
         if "skipped" in s:
             continue
         lines.append(
-            f"{name:22} {fmt(s.get('a_share_over_1ms'), '.2f', 6)} "
+            f"{name:24} {fmt(s.get('a_cpu_us_per_frame'), '.1f', 7)} "
+            f"{fmt(s.get('a_added_p50_ms'), '.2f', 7)} {fmt(s.get('a_added_p99_ms'), '.2f', 7)} "
+            f"{fmt(s.get('a_added_steady_p99_ms'), '.2f', 7)} | "
+            f"{fmt(s.get('a_share_over_1ms'), '.2f', 6)} "
             f"{fmt(s.get('a_share_over_5ms'), '.2f', 6)} {fmt(s.get('a_share_over_20ms'), '.2f', 6)}"
             f" | {fmt(s.get('a_lag_p99_ms'), '.1f', 6)} {fmt(s.get('a_lag_max_ms'), '.1f', 6)} | "
             f"{fmt(s.get('a_gc_collections'), 'd', 6)} {fmt(s.get('a_gc_over_1ms'), 'd', 5)} "
             f"{fmt(s.get('a_gc_max_ms'), '.1f', 7)}")
-    lines.append("% frames later than: of (a)'s frames, delivered that long after the upstream "
+    lines.append("added, steady: as in the tables above. "
+                 "% frames later than: of (a)'s frames, delivered that long after the upstream "
                  "sent them (the direct row is the floor). loop lag: the worst lag per stream "
                  "each record measured in streamtap itself (timeline.proxy_lag_max_ms). gc: "
                  "collections timed with gc.callbacks (suspect rows, bench/variant.py).")
@@ -795,7 +802,8 @@ def measure(bench: Bench, rows_wanted: list[str], wls: list[str], specs: dict) -
             rows[name] = {"skipped": reason}
             continue
         row = rows[name] = {"workloads": {}}
-        for wl in wls:
+        # A suspect row is for the stall table, which is (a)'s.
+        for wl in ([w for w in wls if w == "a"] if name.startswith(SUSPECT_PREFIX) else wls):
             t = time.perf_counter()
             print(f"{name} ({wl}) ...", end=" ", flush=True)
             try:
