@@ -434,7 +434,8 @@ class Bench:
                 self.procs.stop(target.proc)
             # Written when the proxy exits: the collector's pauses over warm-up and workload.
             if result is not None and target.stats is not None and target.stats.exists():
-                result["gc"] = json.loads(target.stats.read_text())["gc"]
+                stats = json.loads(target.stats.read_text())
+                result["gc"], result["store_thread"] = stats["gc"], stats["store_thread"]
 
 
 def recorded_lag(records: list[Path]) -> dict | None:
@@ -575,6 +576,9 @@ def stall_figures(rows: dict, name: str) -> dict:
         out["a_gc_over_1ms"] = sum(gen["over_1ms"] for gen in gc_stats.values())
         out["a_gc_max_ms"] = max(pauses, default=0.0)
         out["a_gc_total_ms"] = round(sum(gen["total_ms"] for gen in gc_stats.values()), 1)
+    store = res.get("store_thread")
+    if store:  # the longest the store thread ran Python for one part of one record
+        out["a_store_max_ms"] = max(part["max_ms"] for part in store.values())
     hist = res.get("latency_histogram")
     if hist:
         total = sum(hist.values()) or 1
@@ -678,12 +682,14 @@ def render(table: dict, specs: dict, quick: bool) -> str:
 
 def render_stalls(table: dict) -> list[str]:
     """(a)'s latency tail and its suspects, per row: frames delivered late, the loop lag the
-    records measured, and the collector's pauses (rows of bench/variant.py)."""
+    records measured, the collector's pauses and the store thread's longest run of Python for
+    one record (rows of bench/variant.py)."""
     head = (f"{'stalls (a)':24} {'(a) CPU':>7} {'added ms':>15} {'steady':>7} | "
-            f"{'% frames later than':>20} | {'loop lag ms':>13} | {'gc pauses':>20}")
+            f"{'% frames later than':>20} | {'loop lag ms':>13} | {'gc pauses':>20} | "
+            f"{'store':>7}")
     head2 = (f"{'row':24} {'us/frm':>7} {'p50':>7} {'p99':>7} {'p99':>7} | {'1 ms':>6} "
              f"{'5 ms':>6} {'20 ms':>6} | {'p99':>6} {'max':>6} | {'count':>6} {'>1ms':>5} "
-             f"{'max ms':>7}")
+             f"{'max ms':>7} | {'max ms':>7}")
     lines = [head, head2, "-" * len(head2)]
     for name, s in table.items():
         if "skipped" in s:
@@ -696,12 +702,14 @@ def render_stalls(table: dict) -> list[str]:
             f"{fmt(s.get('a_share_over_5ms'), '.2f', 6)} {fmt(s.get('a_share_over_20ms'), '.2f', 6)}"
             f" | {fmt(s.get('a_lag_p99_ms'), '.1f', 6)} {fmt(s.get('a_lag_max_ms'), '.1f', 6)} | "
             f"{fmt(s.get('a_gc_collections'), 'd', 6)} {fmt(s.get('a_gc_over_1ms'), 'd', 5)} "
-            f"{fmt(s.get('a_gc_max_ms'), '.1f', 7)}")
+            f"{fmt(s.get('a_gc_max_ms'), '.1f', 7)} | {fmt(s.get('a_store_max_ms'), '.1f', 7)}")
     lines.append("added, steady: as in the tables above. "
                  "% frames later than: of (a)'s frames, delivered that long after the upstream "
                  "sent them (the direct row is the floor). loop lag: the worst lag per stream "
                  "each record measured in streamtap itself (timeline.proxy_lag_max_ms). gc: "
-                 "collections timed with gc.callbacks (suspect rows, bench/variant.py).")
+                 "collections timed with gc.callbacks; store: the store thread's longest CPU "
+                 "time for one part of one record (finish, write, log line and feed), time the "
+                 "event loop may wait for the GIL (suspect rows, bench/variant.py).")
     return lines
 
 

@@ -4,7 +4,7 @@ benchmark's suspect rows (`python bench/run.py --suspects`).
     python bench/variant.py --variant gc-off --stats FILE -- serve --port 0 ...
 
 Every variant also times each garbage collection (`gc.callbacks`) from the moment streamtap
-listens, and writes the counts and pauses per generation, with the longest pauses, to `--stats`
+listens, and the store thread's CPU time per record, and writes the counts and pauses per generation, with the longest pauses, to `--stats`
 as JSON when the proxy exits. The
 variants change the process, never streamtap's code on disk:
 
@@ -61,6 +61,43 @@ class GcTimer:
         return out
 
 
+class StoreThreadTimer:
+    """CPU time of the store thread's work per record (thread_time: in pure Python, time it held
+    the GIL the event loop may be waiting for): finishing the record, writing its files, the log
+    line with the metrics and the feed."""
+
+    PARTS = (("finish", "streamtap.diagnostics.record.recorder", "Recorder", "finish"),
+             ("write", "streamtap.proxy.store", None, "write_record"),
+             ("log_and_feed", "streamtap.proxy.serve.app", "Proxy", "finished"))
+
+    def __init__(self) -> None:
+        self.spent: dict[str, list[float]] = {name: [] for name, *_ in self.PARTS}
+
+    def install(self) -> None:
+        import importlib
+
+        for name, module_name, owner_name, attribute in self.PARTS:
+            module = importlib.import_module(module_name)
+            owner = getattr(module, owner_name) if owner_name else module
+            setattr(owner, attribute, self._timed(name, getattr(owner, attribute)))
+
+    def _timed(self, name: str, function):
+        spent = self.spent[name]
+
+        def timed(*args, **kwargs):
+            started = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent.append((time.thread_time() - started) * 1000.0)
+        return timed
+
+    def stats(self) -> dict:
+        return {name: {"count": len(ms), "total_ms": round(sum(ms), 2),
+                       "max_ms": round(max(ms, default=0.0), 2)}
+                for name, ms in self.spent.items()}
+
+
 def apply(variant: str, timer: GcTimer) -> None:
     """Switch the suspect off (or the shipped remedy off) before streamtap starts; the timer
     counts from the moment streamtap listens."""
@@ -98,9 +135,12 @@ def main() -> int:
     serve_args = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
     timer = GcTimer()
     gc.callbacks.append(timer)
+    store = StoreThreadTimer()
+    store.install()
     stats = Path(args.stats)
     atexit.register(lambda: stats.write_text(json.dumps(
-        {"variant": args.variant, "gc": timer.stats(), "thresholds": gc.get_threshold(),
+        {"variant": args.variant, "gc": timer.stats(), "store_thread": store.stats(),
+         "thresholds": gc.get_threshold(),
          "frozen_objects": gc.get_freeze_count(),
          "switch_interval_s": sys.getswitchinterval()})))
     apply(args.variant, timer)
