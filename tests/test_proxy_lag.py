@@ -89,7 +89,7 @@ async def test_each_exchange_keeps_the_worst_lag_seen_while_it_was_open():
     lag.open("after", time.perf_counter())
     await asyncio.sleep(0.1)
     worst, at = lag.close("before")
-    assert worst >= 150 and 200 <= at <= 400
+    assert worst >= 150 and 200 <= at <= 800  # 50 ms, then the 200 ms block, on a busy machine
     worst_after, _ = lag.close("after")
     assert worst_after < worst
     assert lag._handle is None  # nothing open: no timer wakes the idle loop
