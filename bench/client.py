@@ -14,7 +14,8 @@ with `bytes.find`; uvloop when installed. It prints one JSON object on stdout:
 - with `--stamps`: delivery latency of each stamped frame, receive time (`time.time_ns()` when the
   socket read returned) minus the stamp the upstream put in the frame, as percentiles in ms, for
   all frames (`latency`) and for the middle 80% of each stream (`latency_steady`: without the
-  frames that share the loop with the starts and ends of the other streams);
+  frames that share the loop with the starts and ends of the other streams), and as a histogram
+  of frames per latency bucket (`latency_histogram`);
 - with `--rss-pids`: the summed resident memory of those processes (the proxy and its workers),
   `open` mode: before the first connection and then every 0.5 s while all streams are open;
   `long` mode (one long stream): once the first 1% of the frames arrived and once all did.
@@ -31,6 +32,7 @@ import resource
 import sys
 import time
 from array import array
+from bisect import bisect_left
 
 PREFIX = b'data: {"t":'
 PLEN = len(PREFIX)
@@ -295,6 +297,21 @@ async def one_stream(run: Run, index: int, gate: asyncio.Semaphore) -> StreamCli
     return await done
 
 
+# Upper edges (ms) of the delivery-latency histogram's buckets; the last bucket is open.
+HISTOGRAM_EDGES_MS = (0.25, 0.5, 1, 2, 5, 10, 20, 50, 100)
+
+
+def histogram(values: array) -> dict:
+    """Frames per latency bucket (`<=1`: at most 1 ms, `>100`: the rest): where the tail sits,
+    which percentiles alone do not show (a few 30 ms stalls against many 2 ms delays)."""
+    edges_ns = [edge * 1e6 for edge in HISTOGRAM_EDGES_MS]
+    counts = [0] * (len(edges_ns) + 1)
+    for value in values:
+        counts[bisect_left(edges_ns, value)] += 1
+    labels = [f"<={edge:g}" for edge in HISTOGRAM_EDGES_MS] + [f">{HISTOGRAM_EDGES_MS[-1]:g}"]
+    return dict(zip(labels, counts))
+
+
 def percentiles(values: array) -> dict:
     if not values:
         return {}
@@ -348,6 +365,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "cpu_s": round((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 4),
         "latency": percentiles(run.latencies) if args.stamps else None,
         "latency_steady": percentiles(run.steady) if args.stamps else None,
+        "latency_histogram": histogram(run.latencies) if args.stamps else None,
         "rss_kib": run.rss or None,
     }
     return out

@@ -5,13 +5,18 @@ themselves are for a quiet machine, not a test)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import threading
 
+import pytest
+
 from tests.proxyproc import REPO
+from tests.readme import shell_blocks
 
 PARTS = ("chunked de-framing", "SSE decoding", "dialect", "shape", "recorder, all",
          "record per request")
@@ -108,3 +113,83 @@ def test_the_stats_bench_writes_lines_stats_reads_on_its_fast_path(tmp_path):
     total = tally_listing(listing, "route").total
     assert 0 < total.endings["clean_close_no_terminal"] < total.requests - total.completed
     assert total.endings["terminal_after_error"] >= 2
+CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap ([\d.]+), raw relay "
+                          r"(-?[\d.]+): ([\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
+
+
+def test_the_ci_benchmark_compares_streamtap_with_the_raw_relay_of_the_same_run():
+    """README's `bench/run.py --ci`, the gross-regression gate: streamtap's (a) figures as ratios
+    to the raw relay measured in the same run, exit 0 unless a gate is breached twice."""
+    (command,) = shell_blocks("What it costs: the benchmark")
+    assert command == "python bench/run.py --ci"
+    # Coverage measuring the proxies would be measured too: the bench runs without it.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}
+    result = subprocess.run([sys.executable, *command.split()[1:]], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    gates = CI_GATE_LINE.findall(result.stdout)
+    assert [gate[1] for gate in gates] == ["(a) CPU per frame (us)",
+                                           "(a) added latency p99 (ms)"], result.stdout[-3000:]
+    bench_run = load_bench_run()
+    for (verdict, label, value, base, times, most), (key, _, gate, floor) in zip(
+            gates, bench_run.CI_GATES):
+        assert float(value) > 0 and verdict.strip() == "ok"
+        assert float(times) == round(float(value) / max(float(base), floor), 2)
+        assert float(most) == gate
+    assert "% frames later than" in result.stdout  # the stall table: where the tail comes from
+
+
+def load_bench_run():
+    """bench/run.py as a module (it imports bench/variant.py from beside itself)."""
+    import importlib.util
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_run"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return module
+
+
+def test_a_gross_regression_fails_the_ci_gate_and_a_missing_figure_too():
+    ci_gate = load_bench_run().ci_gate
+    raw = {"a_cpu_us_per_frame": 20.0, "a_added_p99_ms": 0.4}
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0,
+                                                   "a_added_p99_ms": 25.0}})
+    assert ok and all(line.startswith("  ok") for line in lines)
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 170.0,
+                                                   "a_added_p99_ms": 25.0}})
+    assert not ok and lines[0].startswith("  FAILED (a) CPU per frame (us): streamtap 170, "
+                                          "raw relay 20: 8.50x")
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0,
+                                                   "a_added_p99_ms": 41.0}})
+    assert not ok and "41.00x" in lines[1]  # the raw relay's 0.4 ms counts as the 1 ms floor
+    lines, ok = ci_gate({"raw": raw, "streamtap": {"a_cpu_us_per_frame": 70.0}})
+    assert not ok and "not measured" in lines[1]
+
+
+@pytest.mark.parametrize("variant", ["as-shipped", "gc-unfrozen"])
+def test_serve_puts_start_up_objects_out_of_the_collectors_reach(tmp_path, variant):
+    """A full collection that walks every module streamtap and its libraries loaded stops the
+    event loop for tens of ms mid-stream; `serve` freezes them once it listens (and
+    bench/variant.py's `gc-unfrozen`, the suspect row, undoes exactly that)."""
+    stats = tmp_path / "gc.json"
+    proxy = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "variant.py"), "--variant", variant, "--stats",
+         str(stats), "--", "serve", "--port", "0", "--trace-dir", str(tmp_path / "traces"),
+         "--route", "bench=http://127.0.0.1:9"], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        for line in proxy.stdout:
+            if "listening on" in line:
+                break
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        proxy.communicate(timeout=30)
+    frozen = json.loads(stats.read_text())["frozen_objects"]
+    if variant == "as-shipped":
+        assert frozen > 10_000  # aiohttp, structlog, streamtap: tens of thousands of objects
+    else:
+        assert frozen == 0

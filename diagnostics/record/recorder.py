@@ -78,6 +78,18 @@ class Ending:
     # Evidence codes the proxy saw that decide no verdict but explain one, e.g.
     # `path_repeats_route_prefix`; fixed codes, never text from the request.
     notes: list[str] = field(default_factory=list)
+    # The proxy's own worst event-loop lag while the exchange was open, in ms, and when (ms
+    # since the request arrived) the stall ended; None when no lag check fell due before the
+    # exchange ended (proxy/serve/looplag.py).
+    proxy_lag_max_ms: float | None = None
+    proxy_lag_at_ms: float | None = None
+
+
+def proxy_lag(ending: Ending) -> dict:
+    """The timeline's account of streamtap's own lag (diagnostics/verdict/proxylag.py)."""
+    lag, at = ending.proxy_lag_max_ms, ending.proxy_lag_at_ms
+    return {"proxy_lag_max_ms": round(lag, 1) if lag is not None else None,
+            "proxy_lag_at_ms": round(at, 1) if at is not None else None}
 
 
 def closed_by(ending: Ending) -> str | None:
@@ -417,6 +429,7 @@ class Recorder:
                    for name, value in marks.items()},
                 "max_gap_ms": round(self.max_gap_ms, 1),
                 "duration_ms": round(duration_ms, 1),
+                **proxy_lag(ending),
             },
             "frames": frames,
             "frames_dropped": self.frame_count - len(frames),

@@ -17,6 +17,7 @@ from streamtap.diagnostics.verdict import events as ev
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
 from streamtap.diagnostics.verdict import silences
 from streamtap.diagnostics.verdict.arguments import TOO_LARGE
+from streamtap.diagnostics.verdict.proxylag import lag_explains
 
 SLOWING_FAULTS = ("delay", "throttle")
 # Faults that leave the answer whole: the stream's own verdict stands (`hold` keeps the
@@ -74,6 +75,12 @@ class Facts:
     last_event_ms: float | None = None
     terminal_ms: float | None = None
     close: dict = field(default_factory=dict)
+    # streamtap's own worst event-loop lag while the exchange was open, and when it ended
+    # (proxylag.py); None in records from before it was measured.
+    proxy_lag_max_ms: float | None = None
+    proxy_lag_at_ms: float | None = None
+    last_frame_ms: float = 0.0  # the last frame, else the response headers: a final silence's start
+    end_ms: float = 0.0  # when the exchange ended (downstream end, else upstream end, else duration)
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
@@ -119,7 +126,21 @@ class Facts:
             last_event_ms=record["timeline"].get("last_event"),
             terminal_ms=record["timeline"].get("terminal_event"),
             close=record.get("close") or {},
+            **silence_facts(record),
         )
+
+
+def silence_facts(record: dict) -> dict:
+    """The facts a verdict resting on a silence reads: the proxy's own lag, and where the final
+    silence starts and ends."""
+    timeline = record["timeline"]
+    frames = record["frames"]
+    last = frames[-1][0] if frames else timeline.get("response_headers")
+    end = next((timeline[key] for key in ("downstream_end", "upstream_end", "duration_ms")
+                if timeline.get(key) is not None), 0.0)
+    return {"proxy_lag_max_ms": timeline.get("proxy_lag_max_ms"),
+            "proxy_lag_at_ms": timeline.get("proxy_lag_at_ms"),
+            "last_frame_ms": last or 0.0, "end_ms": end}
 
 
 @dataclass
@@ -193,6 +214,22 @@ def open_tool_call(f: Facts, call: dict) -> str:
                    "they had arrived whole")
     return (f"while the model was still writing the arguments of tool call {name} "
             f"({chunks}); the call never completed, so no tool ran")
+
+
+LOWER_CONFIDENCE = {"high": "medium", "medium": "low", "low": "low"}
+
+
+def rests_on_silence(verdict: Verdict, f: Facts, start_ms: float) -> Verdict:
+    """A verdict that rests on a silence (from `start_ms` to the exchange's end) is one step less
+    sure when streamtap's own event-loop stall covers a part of it, and says so."""
+    lag = f.proxy_lag_max_ms
+    if not lag_explains(lag, f.proxy_lag_at_ms, start_ms, f.end_ms):
+        return verdict
+    verdict.confidence = LOWER_CONFIDENCE[verdict.confidence]
+    verdict.evidence.append("proxy_lag")
+    verdict.summary += (f" streamtap itself stalled for {lag:.0f} ms during that silence, so "
+                        f"part of it was not {f.provider}'s doing.")
+    return verdict
 
 
 def side_evidence(f: Facts) -> list[str]:
@@ -315,9 +352,10 @@ def watchdog_fired(f: Facts) -> Verdict | None:
     limit = f.watchdog.get(f"{kind}_timeout_ms")
     what = {"connect": "without a connection to", "idle": "without a byte from",
             "progress": "without model progress from"}[kind]
-    return Verdict("watchdog", phase, "high", [f"watchdog_{kind}"] + side_evidence(f), True,
-                   f"streamtap's {kind} watchdog fired after {limit} ms {what} {f.provider} "
-                   f"{doing(f, phase)}; both sides were aborted.")
+    verdict = Verdict("watchdog", phase, "high", [f"watchdog_{kind}"] + side_evidence(f), True,
+                      f"streamtap's {kind} watchdog fired after {limit} ms {what} {f.provider} "
+                      f"{doing(f, phase)}; both sides were aborted.")
+    return rests_on_silence(verdict, f, f.end_ms - (limit or 0))
 
 
 @rule
@@ -332,9 +370,10 @@ def client_went_away(f: Facts) -> Verdict | None:
     how = silences.client_close(f)
     evidence = ["client_disconnected"] + ([how[0]] if how else [])
     when = f", {how[1]}" if how else ""
-    return Verdict("client_abort", phase, "high", evidence + side_evidence(f), None,
-                   f"The client closed the connection {doing(f, phase)}{when}; streamtap closed "
-                   f"the upstream request so {f.provider} stopped generating.")
+    verdict = Verdict("client_abort", phase, "high", evidence + side_evidence(f), None,
+                      f"The client closed the connection {doing(f, phase)}{when}; streamtap "
+                      f"closed the upstream request so {f.provider} stopped generating.")
+    return rests_on_silence(verdict, f, f.last_frame_ms)  # a client timeout after a silence
 
 
 @rule

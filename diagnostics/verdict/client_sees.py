@@ -72,6 +72,7 @@ NOT_DECIDING = frozenset({
     "upstream_error", "upstream_connect_error", "upstream_no_response", "proxy_shutdown",
     "fault_armed_not_fired", "path_repeats_route_prefix", "heartbeats_only",
     "headers_then_silence", "shutdown_forced", "client_connection_reset",
+    "proxy_lag",  # streamtap's own timing, not the ending's
 })
 # The boundary decides what no evidence code decided.
 BY_BOUNDARY = {

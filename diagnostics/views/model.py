@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from streamtap.diagnostics.record.schema import upgrade
 from streamtap.diagnostics.verdict.outward import client_fields
+from streamtap.diagnostics.verdict.proxylag import lag_warning
 
 # (timeline key, label) in the order a request lives through them.
 PHASE_MARKS = (
@@ -87,6 +88,9 @@ class TraceView:
     stream_errors: tuple[dict, ...]
     correlation: tuple[tuple[str, str], ...]
     fault: dict | None
+    # "streamtap itself was 25 ms late ...": the record's own timing is not to be trusted below
+    # that (verdict/proxylag.py); None when the proxy kept time.
+    lag_warning: str | None = None
 
     def strip(self, cells: int) -> list[str]:
         """The frame-density strip: per time cell the kind class that matters most, or ""."""
@@ -187,4 +191,6 @@ def build_view(record: dict) -> TraceView:
         stream_errors=tuple(stream.get("errors") or ()),
         correlation=tuple((label, str(value)) for label, value in correlation),
         fault=record.get("fault"),
+        lag_warning=lag_warning(timeline.get("proxy_lag_max_ms"),
+                                timeline.get("proxy_lag_at_ms")),
     )

@@ -120,7 +120,11 @@ def show(view: TraceView) -> list[Line]:
         details += f"  retryable: {'yes' if view.retryable else 'no'}"
     if view.confidence:
         details += f"  confidence: {view.confidence}"
-    out += [[(details, "")], [(client_line(view), "")], []]
+    out.append([(details, "")])
+    out.append([(client_line(view), "")])
+    if view.lag_warning:
+        out.append([("warning: " + view.lag_warning, "fail")])
+    out.append([])
 
     out.append([("timeline", "bold")])
     width = max(len(mark.label) for mark in view.marks)

@@ -15,6 +15,7 @@ from aiohttp import web
 from streamtap.proxy.config import Config
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.serve.guard import guarded
+from streamtap.proxy.serve.looplag import LoopLag
 from streamtap.proxy.serve.metrics import metrics_handler
 from streamtap.proxy.export.prometheus import PrometheusMetrics
 from streamtap.proxy.faults.rules import FaultBook
@@ -42,6 +43,7 @@ class Proxy:
         self.session: aiohttp.ClientSession | None = None
         self.upstream: UpstreamPool | None = None  # the pool, and its one retry (upstream.py)
         self.inflight: set[Exchange] = set()
+        self.loop_lag = LoopLag()  # the event loop's own lateness, for each record's timeline
         self.warned_routes: set[str] = set()
         self.faults = FaultBook([replace(rule) for rule in config.faults],
                                 routes=config.routes)

@@ -116,6 +116,7 @@ class Exchange:
     # -- the exchange -------------------------------------------------------------------------
     async def run(self) -> web.StreamResponse:
         self.proxy.inflight.add(self)
+        self.proxy.loop_lag.open(self, self.t0)
         try:
             answer = await self._run()
             if self.trace_header and answer is not None and not answer.prepared:
@@ -125,6 +126,8 @@ class Exchange:
         finally:
             self.proxy.inflight.discard(self)
             self.watchdog.stop()
+            self.ending.proxy_lag_max_ms, self.ending.proxy_lag_at_ms = \
+                self.proxy.loop_lag.close(self)
             self._write_record()
 
     async def _run(self) -> web.StreamResponse:

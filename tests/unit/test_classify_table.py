@@ -155,7 +155,35 @@ ROWS = {
         verdict("watchdog", "before_progress", "high", ["watchdog_progress"], True,
                 "streamtap's progress watchdog fired after 60000 ms without model progress from "
                 "openai before the model produced any output; both sides were aborted.")),
+    "idle watchdog, streamtap itself stalled during the silence": (
+        facts(**OPEN, watchdog_fired="idle", watchdog={"idle_timeout_ms": 1000},
+              phase="text", end_ms=1500.0, proxy_lag_max_ms=400.0, proxy_lag_at_ms=1100.0),
+        verdict("watchdog", "text", "medium", ["watchdog_idle", "proxy_lag"], True,
+                "streamtap's idle watchdog fired after 1000 ms without a byte from openai "
+                "while the model was writing its answer; both sides were aborted. streamtap "
+                "itself stalled for 400 ms during that silence, so part of it was not openai's "
+                "doing.")),
+    "idle watchdog, streamtap's stall came before the silence": (
+        facts(**OPEN, watchdog_fired="idle", watchdog={"idle_timeout_ms": 1000},
+              phase="text", end_ms=1500.0, proxy_lag_max_ms=400.0, proxy_lag_at_ms=450.0),
+        verdict("watchdog", "text", "high", ["watchdog_idle"], True,
+                "streamtap's idle watchdog fired after 1000 ms without a byte from openai "
+                "while the model was writing its answer; both sides were aborted.")),
+    "progress watchdog, a stall too short to matter": (
+        facts(**OPEN, watchdog_fired="progress", watchdog={"progress_timeout_ms": 60000},
+              phase="text", end_ms=61000.0, proxy_lag_max_ms=25.0, proxy_lag_at_ms=30000.0),
+        verdict("watchdog", "text", "high", ["watchdog_progress"], True,
+                "streamtap's progress watchdog fired after 60000 ms without model progress from "
+                "openai while the model was writing its answer; both sides were aborted.")),
     # -- client_went_away ----------------------------------------------------------------------
+    "client left after a silence streamtap's own stall explains in part": (
+        facts(**OPEN, downstream="client_gone", phase="text", last_frame_ms=200.0,
+              end_ms=700.0, proxy_lag_max_ms=120.0, proxy_lag_at_ms=650.0),
+        verdict("client_abort", "text", "medium", ["client_disconnected", "proxy_lag"], None,
+                "The client closed the connection while the model was writing its answer; "
+                "streamtap closed the upstream request so openai stopped generating. streamtap "
+                "itself stalled for 120 ms during that silence, so part of it was not openai's "
+                "doing.")),
     "client left mid answer": (
         facts(**OPEN, downstream="client_gone", phase="text"),
         verdict("client_abort", "text", "high", ["client_disconnected"], None,
@@ -709,3 +737,15 @@ def test_tools_split_into_open_and_completed():
     _, f = finish(tools, upstream="reset")
     assert [call["index"] for call in f.open_tools] == [0] and f.completed_tools == []
     assert f.phase == "tool_input"
+
+
+def test_facts_read_the_proxy_lag_and_the_final_silence():
+    record, f = finish(CHAT, downstream="client_gone", downstream_bytes=1,
+                       proxy_lag_max_ms=12.34, proxy_lag_at_ms=3.96, downstream_end_ms=3.5)
+    assert (record["timeline"]["proxy_lag_max_ms"], record["timeline"]["proxy_lag_at_ms"]) == (
+        12.3, 4.0)
+    assert (f.proxy_lag_max_ms, f.proxy_lag_at_ms, f.last_frame_ms, f.end_ms) == (
+        12.3, 4.0, 3.0, 3.5)
+    record, f = finish(CHAT)  # no lag check fell due: the record says so with None
+    assert (record["timeline"]["proxy_lag_max_ms"], f.proxy_lag_max_ms, f.end_ms) == (
+        None, None, 4.0)
