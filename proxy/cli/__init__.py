@@ -13,7 +13,8 @@ from streamtap import __version__
 from streamtap.proxy.cli.reading import (add_demo_command, add_export_command, add_ls_command,
                                           add_report_command, add_show_command, add_tail_command)
 from streamtap.proxy.cli.serving import add_fault_command, add_serve_command, config_from_args
-from streamtap.proxy.cli.workbench import add_replay_command, add_samples_command
+from streamtap.proxy.cli.workbench import (add_replay_command, add_repro_command,
+                                            add_samples_command)
 
 __all__ = ["build_parser", "config_from_args", "main", "unknown_option"]
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fault_command(commands)
     add_samples_command(commands)
     add_replay_command(commands)
+    add_repro_command(commands)
     add_ls_command(commands)
     add_show_command(commands)
     add_tail_command(commands)

@@ -1,5 +1,5 @@
-"""`samples` and `replay`: content-free samples of recorded streams, served back as a fake
-provider."""
+"""`samples`, `replay` and `repro`: content-free samples of recorded streams, served back as a fake
+provider, and one recorded failure made a repeatable test."""
 
 from __future__ import annotations
 
@@ -120,3 +120,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     return run(args.targets, args.host, args.port, args.speed, args.ending, args.cycle,
                args.ready_json)
+
+
+def add_repro_command(commands) -> None:
+    repro = commands.add_parser(
+        "repro", help="turn one recorded failure into a repeatable test",
+        description="Write a folder that reproduces one recorded stream: its content-free sample "
+                    "(up to where it broke, ending the same way), repro.json (dialect, ending, "
+                    "frame index, phase, byte offset, the original verdict), a pytest test and "
+                    "a Node node:test file that serve it with `streamtap replay DIR` and check "
+                    "that a client meets the same ending.")
+    repro.add_argument("trace", metavar="TRACE_ID|FILE",
+                       help="a trace id or an unambiguous prefix of one (as `show` takes), or a "
+                            "record file")
+    trace_dir_flag(repro)
+    repro.add_argument("-o", "--out", metavar="DIR",
+                       help="the folder to write (default ./streamtap-repro-<trace id>)")
+    repro.set_defaults(func=cmd_repro)
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from streamtap.diagnostics.samples.repro import ReproError
+    from streamtap.proxy.replay.repro import kit_file_names, write_repro
+
+    try:
+        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out)
+    except ReproError as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 2
+    print(folder)
+    where = (f"frame {manifest['frame_index']} of {manifest['frames']}, byte "
+             f"{manifest['byte_offset']}, phase {manifest['phase'] or '-'}")
+    print(f"repro of trace {manifest['trace_id']}: {manifest['dialect']}, ending "
+          f"{manifest['ending']} at {where}", file=sys.stderr)
+    for note in manifest["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    python_test, node_test = (folder / name for name in kit_file_names(manifest["trace_id"]))
+    print(f"run it: pytest {python_test}  |  node --test {node_test}  |  "
+          f"serve it: streamtap replay {folder}", file=sys.stderr)
+    return 0

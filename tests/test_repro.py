@@ -1,0 +1,220 @@
+"""`streamtap repro` end to end, per dialect: a real failure recorded through streamtap with a real
+client, made a repro folder, replayed through streamtap again, gives a record with the same break
+(frame index, byte offset, phase), boundary, counts and terminal event, and the client raises the
+same error class both times. The folder's own pytest test and node:test file pass, and the folder
+holds none of the canaries the client and the provider sent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import anthropic
+import pytest
+
+from streamtap.diagnostics.samples.repro import break_point
+from streamtap.proxy.replay.repro import load_repro, kit_file_names
+from tests.fakeprovider import Scenario
+from tests.proxyproc import ProxyProcess, new_session
+from tests.streams import chat_text_stream
+from tests.test_readout_canaries import assert_clean
+from tests.test_replay import ReplayProcess, STREAMS, free_port
+from tests.tracefixtures import CANARY_KEY, CANARY_PROMPT, CANARY_QUERY
+
+STREAMTAP = Path(sys.executable).parent / "streamtap"
+CLIENT_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A real failure of the fake upstream, and the real client that meets it."""
+
+    dialect: str
+    chunks: tuple[bytes, ...]
+    ending: str  # the fake provider's: reset | fin | clean | stall
+    expect: str  # the repro's ending
+    phase: str  # the phase the original record names
+
+
+def _cut(dialect: str, half: bool = False) -> tuple[bytes, ...]:
+    """The first half of a dialect's complete stream (no terminal event), with half of the next
+    frame when `half`."""
+    frames = STREAMS[dialect][1]
+    cut = frames[:max(len(frames) // 2, 3)]
+    return tuple(cut) + ((frames[len(cut)][:len(frames[len(cut)]) // 2],) if half else ())
+
+
+FAILURES = {
+    "openai-chat": Failure("openai-chat", tuple(chat_text_stream(6, done=False)[:5]), "reset",
+                           "reset", "text"),
+    "openai-responses": Failure("openai-responses", _cut("openai-responses", half=True), "fin",
+                                "truncated", "tool_input"),
+    "anthropic-messages": Failure("anthropic-messages", _cut("anthropic-messages"), "reset",
+                                  "reset", "reasoning"),
+    "gemini": Failure("gemini", _cut("gemini"), "clean", "clean_close", "text"),
+    "ollama-ndjson": Failure("ollama-ndjson", _cut("ollama-ndjson", half=True), "fin",
+                             "truncated", "after_tool_call"),
+}
+
+
+def call_client(dialect: str, base: str, path: str, session: str) -> str | None:
+    """The dialect's official SDK (httpx for Gemini and Ollama) reads one stream; the class of
+    what it raised, or None. It sends a prompt and a key the repro must not hold."""
+    headers = {"x-streamtap-session": session}
+    messages = [{"role": "user", "content": CANARY_PROMPT}]
+    try:
+        if dialect.startswith("openai"):
+            sdk = openai.OpenAI(base_url=base + "/v1", api_key=CANARY_KEY, max_retries=0,
+                                timeout=CLIENT_TIMEOUT_S, default_headers=headers)
+            if dialect == "openai-responses":
+                reply = sdk.responses.create(model="gpt-test", input=CANARY_PROMPT, stream=True,
+                                             tools=[{"type": "function", "name": "get_weather",
+                                                     "parameters": {}}])
+            else:
+                reply = sdk.chat.completions.create(model="gpt-test", messages=messages,
+                                                    stream=True)
+            for _ in reply:
+                pass
+        elif dialect == "anthropic-messages":
+            sdk = anthropic.Anthropic(base_url=base, api_key=CANARY_KEY, max_retries=0,
+                                      timeout=CLIENT_TIMEOUT_S, default_headers=headers)
+            for _ in sdk.messages.create(model="claude-test", max_tokens=64, messages=messages,
+                                         stream=True):
+                pass
+        else:
+            with httpx.Client(timeout=CLIENT_TIMEOUT_S) as http:
+                with http.stream("POST", f"{base}{path}?key={CANARY_QUERY}",
+                                 json={"stream": True, "messages": messages},
+                                 headers=headers) as resp:
+                    for _ in resp.iter_raw():
+                        pass
+    except Exception as exc:  # noqa: BLE001 - which class is what the test compares
+        return type(exc).__name__
+    return None
+
+
+@dataclass
+class Trip:
+    failure: Failure
+    original: dict
+    replayed: dict
+    error_original: str | None
+    error_replayed: str | None
+    folder: Path
+    cli: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def trips(fake, tmp_path_factory) -> dict[str, Trip]:
+    work = tmp_path_factory.mktemp("repro")
+    ports = {dialect: free_port() for dialect in FAILURES}
+    proxy = ProxyProcess(work, {"fake": fake.url, **{
+        f"rp-{dialect}": f"http://127.0.0.1:{port}" for dialect, port in ports.items()}})
+    out: dict[str, Trip] = {}
+    try:
+        for dialect, failure in FAILURES.items():
+            path, _, content_type, _ = STREAMS[dialect]
+            prefix = fake.add(Scenario(list(failure.chunks), ending=failure.ending,
+                                       content_type=content_type, delay_s=0.02))
+            session = new_session()
+            error_original = call_client(dialect, proxy.url("fake") + prefix, path, session)
+            original = proxy.record(session)
+            folder = work / f"repro-{dialect}"
+            cli = subprocess.run([str(STREAMTAP), "repro", original["trace_id"][:10],
+                                  "--trace-dir", str(proxy.trace_dir), "--out", str(folder)],
+                                 capture_output=True, text=True, timeout=60)
+            assert cli.returncode == 0, cli.stderr
+            replay = ReplayProcess(work, str(folder), port=ports[dialect])
+            try:
+                session = new_session()
+                error_replayed = call_client(dialect, proxy.url(f"rp-{dialect}") + prefix, path,
+                                             session)
+                replayed = proxy.record(session)
+            finally:
+                replay.stop()
+            out[dialect] = Trip(failure, original, replayed, error_original, error_replayed,
+                                folder, cli)
+    finally:
+        proxy.stop()
+    return out
+
+
+@pytest.mark.parametrize("dialect", list(FAILURES))
+def test_a_replayed_repro_breaks_where_the_original_did(trips, dialect):
+    trip = trips[dialect]
+    original, replayed = trip.original, trip.replayed
+    assert original["dialect"] == replayed["dialect"] == dialect
+    assert original["outcome"]["phase"] == trip.failure.phase  # the failure is the one meant
+    for key in ("boundary", "phase"):
+        assert replayed["outcome"][key] == original["outcome"][key], key
+    assert break_point(replayed) == break_point(original)  # frame index, byte offset
+    for key in ("frame_count", "event_counts", "terminal", "finish_reason"):
+        assert replayed["stream"][key] == original["stream"][key], key
+    assert [f[2] for f in replayed["frames"]] == [f[2] for f in original["frames"]]
+    assert trip.error_replayed == trip.error_original  # the client fails the same way
+
+
+@pytest.mark.parametrize("dialect", list(FAILURES))
+def test_the_manifest_says_where_and_how_it_broke(trips, dialect):
+    trip = trips[dialect]
+    case = load_repro(trip.folder)
+    point = break_point(trip.original)
+    assert (case.dialect, case.ending, case.phase) == (dialect, trip.failure.expect,
+                                                       trip.failure.phase)
+    assert case.point == point and point.byte_offset > 0
+    assert point.unterminated == (trip.failure.ending == "fin")
+    assert case.trace_id == trip.original["trace_id"]
+    assert case.verdict["boundary"] == trip.original["outcome"]["boundary"]
+    assert case.verdict["evidence"] == trip.original["outcome"]["evidence"]
+    assert str(trip.folder) == trip.cli.stdout.strip()
+    assert f"{dialect}, ending {case.ending} at frame {point.frame_index}" in trip.cli.stderr
+
+
+def test_the_repro_folder_holds_no_content_or_secret(trips):
+    for trip in trips.values():
+        for path in trip.folder.iterdir():
+            assert_clean(str(path), path.read_text())
+
+
+def test_the_generated_pytest_files_pass(trips, tmp_path):
+    for dialect, trip in trips.items():
+        test_file = trip.folder / kit_file_names(trip.original["trace_id"])[0]
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              str(test_file)], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, f"{dialect}:\n{run.stdout}\n{run.stderr}"
+        assert "1 passed" in run.stdout, run.stdout
+
+
+def test_the_generated_node_files_pass(trips, node):
+    env = {**os.environ, "STREAMTAP": str(STREAMTAP)}
+    for dialect, trip in trips.items():
+        test_file = trip.folder / kit_file_names(trip.original["trace_id"])[1]
+        run = subprocess.run([node, "--test", str(test_file)], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert run.returncode == 0, f"{dialect}:\n{run.stdout}\n{run.stderr}"
+        assert "# pass 1" in run.stdout, run.stdout
+
+
+def test_a_generated_test_fails_when_the_client_meets_another_ending(trips, tmp_path):
+    """The generated test is a real check: told that the openai SDK accepts a reset, it fails
+    against the replayed reset."""
+    trip = trips["openai-chat"]
+    folder = tmp_path / "tampered"
+    folder.mkdir()
+    for path in trip.folder.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    test_file = folder / kit_file_names(trip.original["trace_id"])[0]
+    text = test_file.read_text()
+    assert text.count('{"reset": "APIConnectionError"') == 1
+    test_file.write_text(text.replace('{"reset": "APIConnectionError"', '{"reset": None'))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(test_file)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1, run.stdout
+    assert "openai raised APIConnectionError" in run.stdout
