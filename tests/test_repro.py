@@ -21,9 +21,10 @@ from streamtap.diagnostics.samples.repro import break_point
 from streamtap.proxy.replay.repro import load_repro, kit_file_names
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
-from tests.streams import chat_text_stream
+from tests.streams import chat_text_stream, chat_tool_stream
+from tests.support import fixture
 from tests.test_readout_canaries import assert_clean
-from tests.test_replay import ReplayProcess, STREAMS, free_port
+from tests.test_replay import ReplayProcess, STREAMS, free_port, sse_frames
 from tests.tracefixtures import CANARY_KEY, CANARY_PROMPT, CANARY_QUERY
 
 STREAMTAP = Path(sys.executable).parent / "streamtap"
@@ -32,13 +33,17 @@ CLIENT_TIMEOUT_S = 2.0
 
 @dataclass(frozen=True)
 class Failure:
-    """A real failure of the fake upstream, and the real client that meets it."""
+    """A real failure of the fake upstream (or one injected by a fault rule), and the real client
+    that meets it."""
 
     dialect: str
     chunks: tuple[bytes, ...]
     ending: str  # the fake provider's: reset | fin | clean | stall
     expect: str  # the repro's ending
     phase: str  # the phase the original record names
+    status: int = 200
+    content_type: str | None = None  # default: the dialect's stream type
+    fault: str | None = None  # an x-streamtap-fault header for the original request
 
 
 def _cut(dialect: str, half: bool = False) -> tuple[bytes, ...]:
@@ -49,6 +54,7 @@ def _cut(dialect: str, half: bool = False) -> tuple[bytes, ...]:
     return tuple(cut) + ((frames[len(cut)][:len(frames[len(cut)]) // 2],) if half else ())
 
 
+# One real failure per dialect, then the other endings a generated test must know.
 FAILURES = {
     "openai-chat": Failure("openai-chat", tuple(chat_text_stream(6, done=False)[:5]), "reset",
                            "reset", "text"),
@@ -59,13 +65,28 @@ FAILURES = {
     "gemini": Failure("gemini", _cut("gemini"), "clean", "clean_close", "text"),
     "ollama-ndjson": Failure("ollama-ndjson", _cut("ollama-ndjson", half=True), "fin",
                              "truncated", "after_tool_call"),
+    "openai-chat__http_error": Failure("openai-chat", (fixture("json", "openai_500.json"),),
+                                       "clean", "http_error", "before_response", status=500,
+                                       content_type="application/json"),
+    "anthropic-messages__stall": Failure("anthropic-messages", _cut("anthropic-messages"),
+                                         "stall", "client_gone", "reasoning"),
+    "anthropic-messages__error_event": Failure(
+        "anthropic-messages", tuple(sse_frames(fixture("anthropic-messages",
+                                                       "overloaded_mid_thinking.sse"))),
+        "clean", "clean_close", "reasoning"),
+    # Injected: streamtap's own fault rule cuts a whole tool call mid-arguments.
+    "openai-chat__injected": Failure("openai-chat", tuple(chat_tool_stream(5)), "clean",
+                                     "reset", "tool_input",
+                                     fault="reset; at=event:tool_input_delta:3"),
 }
+REAL = [name for name, failure in FAILURES.items() if failure.fault is None]
 
 
-def call_client(dialect: str, base: str, path: str, session: str) -> str | None:
+def call_client(dialect: str, base: str, path: str, session: str,
+                fault: str | None = None) -> str | None:
     """The dialect's official SDK (httpx for Gemini and Ollama) reads one stream; the class of
     what it raised, or None. It sends a prompt and a key the repro must not hold."""
-    headers = {"x-streamtap-session": session}
+    headers = {"x-streamtap-session": session, **({"x-streamtap-fault": fault} if fault else {})}
     messages = [{"role": "user", "content": CANARY_PROMPT}]
     try:
         if dialect.startswith("openai"):
@@ -112,46 +133,46 @@ class Trip:
 @pytest.fixture(scope="module")
 def trips(fake, tmp_path_factory) -> dict[str, Trip]:
     work = tmp_path_factory.mktemp("repro")
-    ports = {dialect: free_port() for dialect in FAILURES}
+    ports = {name: free_port() for name in FAILURES}
     proxy = ProxyProcess(work, {"fake": fake.url, **{
-        f"rp-{dialect}": f"http://127.0.0.1:{port}" for dialect, port in ports.items()}})
+        f"rp-{name}": f"http://127.0.0.1:{port}" for name, port in ports.items()}})
     out: dict[str, Trip] = {}
     try:
-        for dialect, failure in FAILURES.items():
+        for name, failure in FAILURES.items():
+            dialect = failure.dialect
             path, _, content_type, _ = STREAMS[dialect]
             prefix = fake.add(Scenario(list(failure.chunks), ending=failure.ending,
-                                       content_type=content_type, delay_s=0.02))
+                                       status=failure.status,
+                                       content_type=failure.content_type or content_type,
+                                       delay_s=0.02))
             session = new_session()
-            error_original = call_client(dialect, proxy.url("fake") + prefix, path, session)
+            error_original = call_client(dialect, proxy.url("fake") + prefix, path, session,
+                                         failure.fault)
             original = proxy.record(session)
-            folder = work / f"repro-{dialect}"
+            folder = work / f"repro-{name}"
             cli = subprocess.run([str(STREAMTAP), "repro", original["trace_id"][:10],
                                   "--trace-dir", str(proxy.trace_dir), "--out", str(folder)],
                                  capture_output=True, text=True, timeout=60)
             assert cli.returncode == 0, cli.stderr
-            replay = ReplayProcess(work, str(folder), port=ports[dialect])
+            replay = ReplayProcess(work, str(folder), port=ports[name])
             try:
                 session = new_session()
-                error_replayed = call_client(dialect, proxy.url(f"rp-{dialect}") + prefix, path,
+                error_replayed = call_client(dialect, proxy.url(f"rp-{name}") + prefix, path,
                                              session)
                 replayed = proxy.record(session)
             finally:
                 replay.stop()
-            out[dialect] = Trip(failure, original, replayed, error_original, error_replayed,
+            out[name] = Trip(failure, original, replayed, error_original, error_replayed,
                                 folder, cli)
     finally:
         proxy.stop()
     return out
 
 
-@pytest.mark.parametrize("dialect", list(FAILURES))
-def test_a_replayed_repro_breaks_where_the_original_did(trips, dialect):
-    trip = trips[dialect]
+def _same_break(trip: Trip) -> None:
     original, replayed = trip.original, trip.replayed
-    assert original["dialect"] == replayed["dialect"] == dialect
     assert original["outcome"]["phase"] == trip.failure.phase  # the failure is the one meant
-    for key in ("boundary", "phase"):
-        assert replayed["outcome"][key] == original["outcome"][key], key
+    assert replayed["outcome"]["phase"] == original["outcome"]["phase"]
     assert break_point(replayed) == break_point(original)  # frame index, byte offset
     for key in ("frame_count", "event_counts", "terminal", "finish_reason"):
         assert replayed["stream"][key] == original["stream"][key], key
@@ -159,14 +180,41 @@ def test_a_replayed_repro_breaks_where_the_original_did(trips, dialect):
     assert trip.error_replayed == trip.error_original  # the client fails the same way
 
 
-@pytest.mark.parametrize("dialect", list(FAILURES))
-def test_the_manifest_says_where_and_how_it_broke(trips, dialect):
-    trip = trips[dialect]
+@pytest.mark.parametrize("name", REAL)
+def test_a_replayed_repro_breaks_where_the_original_did(trips, name):
+    trip = trips[name]
+    _same_break(trip)
+    assert trip.replayed["outcome"]["boundary"] == trip.original["outcome"]["boundary"]
+
+
+def test_a_replayed_injected_fault_breaks_where_the_original_did(trips):
+    """The same break, the same client error; the boundary reads as the upstream's (replay cannot
+    be streamtap's own fault rule), and the manifest says so."""
+    trip = trips["openai-chat__injected"]
+    _same_break(trip)
+    assert trip.original["outcome"]["boundary"] == "injected"
+    assert trip.replayed["outcome"]["boundary"] == "transport"
+    assert trip.error_original == "APIConnectionError"
+    assert any("injected by a streamtap fault rule" in note for note in load_repro(trip.folder).notes)
+
+
+def test_the_endings_cover_what_the_generated_tests_know(trips):
+    endings = {load_repro(trip.folder).ending for trip in trips.values()}
+    assert endings >= {"reset", "truncated", "clean_close", "http_error", "client_gone"}
+    event = trips["anthropic-messages__error_event"]
+    assert event.original["stream"]["errors"] and event.error_original == "APIStatusError"
+
+
+@pytest.mark.parametrize("name", list(FAILURES))
+def test_the_manifest_says_where_and_how_it_broke(trips, name):
+    trip = trips[name]
+    dialect = trip.failure.dialect
     case = load_repro(trip.folder)
     point = break_point(trip.original)
     assert (case.dialect, case.ending, case.phase) == (dialect, trip.failure.expect,
                                                        trip.failure.phase)
-    assert case.point == point and point.byte_offset > 0
+    assert case.point == point
+    assert point.byte_offset > 0 if case.ending != "http_error" else point.frames == 0
     assert point.unterminated == (trip.failure.ending == "fin")
     assert case.trace_id == trip.original["trace_id"]
     assert case.verdict["boundary"] == trip.original["outcome"]["boundary"]

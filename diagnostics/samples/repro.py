@@ -40,7 +40,11 @@ class BreakPoint:
 
 def break_point(record: dict) -> BreakPoint:
     """The break point of a trace record (counts, not the frame list: a long record keeps only
-    the head and tail of its frames)."""
+    the head and tail of its frames). An HTTP error, or no response at all, broke before the
+    stream's first byte: its body is an error reply, not a stream (and a sample keeps its shape,
+    not its size)."""
+    if ((record.get("response") or {}).get("status") or 599) >= 400:
+        return BreakPoint(frames=0, frame_index=0, byte_offset=0, unterminated=False)
     stream = record.get("stream") or {}
     kept = record.get("frames") or []
     frames = stream.get("frame_count")
@@ -101,8 +105,9 @@ def build_repro(record: dict) -> tuple[dict, dict]:
         "byte_offset": point.byte_offset,
         "unterminated": point.unterminated,
         # the sample rebuilds every frame at its size, so a replay ends at the same byte
-        "bytes_exact": not record.get("frames_dropped") and all(
-            len(entry) > 3 for entry in record.get("frames") or []),
+        "bytes_exact": sample["ending"] not in ("http_error", "no_response")
+        and not record.get("frames_dropped")
+        and all(len(entry) > 3 for entry in record.get("frames") or []),
         "status": sample.get("status"),
         # the redacted path (ids and keys in it are masked by redact_path when recorded)
         "request_path": (sample.get("request") or {}).get("path"),
