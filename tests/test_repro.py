@@ -128,6 +128,7 @@ class Trip:
     error_replayed: str | None
     folder: Path
     cli: subprocess.CompletedProcess
+    trace_dir: Path
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def trips(fake, tmp_path_factory) -> dict[str, Trip]:
             finally:
                 replay.stop()
             out[name] = Trip(failure, original, replayed, error_original, error_replayed,
-                                folder, cli)
+                                folder, cli, proxy.trace_dir)
     finally:
         proxy.stop()
     return out
@@ -221,6 +222,27 @@ def test_the_manifest_says_where_and_how_it_broke(trips, name):
     assert case.verdict["evidence"] == trip.original["outcome"]["evidence"]
     assert str(trip.folder) == trip.cli.stdout.strip()
     assert f"{dialect}, ending {case.ending} at frame {point.frame_index}" in trip.cli.stderr
+
+
+def test_bad_input_is_refused_with_what_to_do(trips, tmp_path, capsys):
+    from streamtap.proxy.cli import main
+
+    trip = trips["gemini"]
+    trace_dir = str(trip.trace_dir)
+    assert main(["repro", "0" * 16, "--trace-dir", trace_dir]) == 2
+    assert "no trace id starting with `0000000000000000`" in capsys.readouterr().err
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine")
+    assert main(["repro", trip.original["trace_id"], "--trace-dir", trace_dir,
+                 "--out", str(taken)]) == 2
+    assert f"{taken} holds other files; pick an empty folder with --out" in \
+        capsys.readouterr().err
+    assert sorted(path.name for path in taken.iterdir()) == ["notes.txt"]  # nothing lost
+    # a repro folder is written again in place
+    assert main(["repro", trip.original["trace_id"], "--trace-dir", trace_dir,
+                 "--out", str(trip.folder)]) == 0
+    assert load_repro(trip.folder).trace_id == trip.original["trace_id"]
 
 
 def test_the_repro_folder_holds_no_content_or_secret(trips):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.record.schema import upgrade
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample)
@@ -80,7 +81,8 @@ def build_repro(record: dict) -> tuple[dict, dict]:
                          "(nothing reached a provider): there is no provider stream to "
                          "reproduce; pick a trace with `streamtap ls --failed`")
     sample = build_sample(record)
-    if not sample.get("dialect"):
+    answers = dialect_for_path((sample.get("request") or {}).get("path") or "")
+    if sample.get("dialect") in (None, "unknown") and answers is None:
         raise ReproError(f"trace {record['trace_id']} has no dialect streamtap knows, so no "
                          "client request could be answered with it; set the route's dialect "
                          "(`--route NAME=URL` with `dialect = ...` in the config) and record "
