@@ -130,9 +130,12 @@ def add_repro_command(commands) -> None:
                     "frame index, phase, byte offset, the original verdict), a pytest test and "
                     "a Node node:test file that serve it with `streamtap replay DIR` and check "
                     "that a client meets the same ending.")
-    repro.add_argument("trace", metavar="TRACE_ID|FILE",
+    repro.add_argument("trace", nargs="?", metavar="TRACE_ID|FILE",
                        help="a trace id or an unambiguous prefix of one (as `show` takes), or a "
                             "record file")
+    repro.add_argument("--last", action="store_true", help="the newest request")
+    repro.add_argument("--failed", action="store_true",
+                       help="with --last: the newest failed one")
     trace_dir_flag(repro)
     repro.add_argument("-o", "--out", metavar="DIR",
                        help="the folder to write (default ./streamtap-repro-<trace id>)")
@@ -143,8 +146,13 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.samples.repro import ReproError
     from streamtap.proxy.replay.repro import kit_file_names, write_repro
 
+    if (args.trace is None) == (not args.last):
+        print("streamtap: repro takes a TRACE_ID (a prefix is enough) or --last [--failed]; "
+              "`streamtap ls --failed` lists the failures", file=sys.stderr)
+        return 2
     try:
-        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out)
+        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
+                                       last=args.last, failed=args.failed)
     except ReproError as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2

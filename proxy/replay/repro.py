@@ -41,12 +41,14 @@ def _write(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
-def write_repro(trace_dir: str | os.PathLike, ref: str,
-                out: str | os.PathLike | None = None) -> tuple[Path, dict]:
-    """Write the repro of trace `ref` (an id, an unambiguous prefix or a record file) into
-    `out`; return the folder and its manifest."""
+def write_repro(trace_dir: str | os.PathLike, ref: str | None,
+                out: str | os.PathLike | None = None, *, last: bool = False,
+                failed: bool = False) -> tuple[Path, dict]:
+    """Write the repro of trace `ref` (an id, an unambiguous prefix or a record file; with
+    `last`, the newest trace, the newest failed one with `failed`) into `out`; return the folder
+    and its manifest."""
     try:
-        record = find_trace(Path(trace_dir), ref)
+        record = find_trace(Path(trace_dir), ref, last=last, failed=failed)
     except TraceError as exc:
         raise ReproError(str(exc)) from None
     sample, manifest = build_repro(record)
