@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
+from streamtap.proxy.cli.flags import one_trace_flags, trace_dir_flag, trace_dir_of
 
 
 def add_samples_command(commands) -> None:
@@ -91,9 +91,9 @@ def add_replay_command(commands) -> None:
                     "or an x-streamtap-sample header with a sample name or an ending), or with "
                     "--ending or --cycle.")
     replay.add_argument("targets", nargs="*", metavar="SAMPLE|DIR",
-                        help="a *.sample.json file (served to its dialect whatever its "
-                             "ending), or a folder of them (default: the starter corpus that "
-                             "ships with streamtap)")
+                        help="a *.sample.json file or a `streamtap repro` folder (served to "
+                             "its dialect whatever its ending), or a folder of samples (default: "
+                             "the starter corpus that ships with streamtap)")
     replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     replay.add_argument("--port", type=int, default=8788,
                         help="port (default 8788; 0 picks a free one)")
@@ -130,12 +130,7 @@ def add_repro_command(commands) -> None:
                     "frame index, phase, byte offset, the original verdict), a pytest test and "
                     "a Node node:test file that serve it with `streamtap replay DIR` and check "
                     "that a client meets the same ending.")
-    repro.add_argument("trace", nargs="?", metavar="TRACE_ID|FILE",
-                       help="a trace id or an unambiguous prefix of one (as `show` takes), or a "
-                            "record file")
-    repro.add_argument("--last", action="store_true", help="the newest request")
-    repro.add_argument("--failed", action="store_true",
-                       help="with --last: the newest failed one")
+    one_trace_flags(repro)
     trace_dir_flag(repro)
     repro.add_argument("-o", "--out", metavar="DIR",
                        help="the folder to write (default ./streamtap-repro-<trace id>)")
