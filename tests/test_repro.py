@@ -21,7 +21,7 @@ from streamtap.diagnostics.samples.repro import break_point
 from streamtap.proxy.replay.repro import load_repro, kit_file_names
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
-from tests.streams import chat_text_stream, chat_tool_stream
+from tests.streams import chat_text_stream, chat_tool_stream, sse
 from tests.support import fixture
 from tests.test_readout_canaries import assert_clean
 from tests.test_replay import ReplayProcess, STREAMS, free_port, sse_frames
@@ -44,6 +44,7 @@ class Failure:
     status: int = 200
     content_type: str | None = None  # default: the dialect's stream type
     fault: str | None = None  # an x-streamtap-fault header for the original request
+    dead: bool = False  # the upstream is a port nothing listens on: no response at all
 
 
 def _cut(dialect: str, half: bool = False) -> tuple[bytes, ...]:
@@ -74,6 +75,12 @@ FAILURES = {
         "anthropic-messages", tuple(sse_frames(fixture("anthropic-messages",
                                                        "overloaded_mid_thinking.sse"))),
         "clean", "clean_close", "reasoning"),
+    "openai-chat__error_event": Failure(
+        "openai-chat", (*chat_text_stream(3, done=False)[:3],
+                        sse({"error": {"message": "overloaded", "type": "server_error"}})),
+        "stall", "client_gone", "text"),  # the SDK raises on the chunk and leaves
+    "openai-chat__no_response": Failure("openai-chat", (), "clean", "no_response",
+                                        "before_response", dead=True),
     # Injected: streamtap's own fault rule cuts a whole tool call mid-arguments.
     "openai-chat__injected": Failure("openai-chat", tuple(chat_tool_stream(5)), "clean",
                                      "reset", "tool_input",
@@ -135,7 +142,7 @@ class Trip:
 def trips(fake, tmp_path_factory) -> dict[str, Trip]:
     work = tmp_path_factory.mktemp("repro")
     ports = {name: free_port() for name in FAILURES}
-    proxy = ProxyProcess(work, {"fake": fake.url, **{
+    proxy = ProxyProcess(work, {"fake": fake.url, "dead": f"http://127.0.0.1:{free_port()}", **{
         f"rp-{name}": f"http://127.0.0.1:{port}" for name, port in ports.items()}})
     out: dict[str, Trip] = {}
     try:
@@ -147,8 +154,8 @@ def trips(fake, tmp_path_factory) -> dict[str, Trip]:
                                        content_type=failure.content_type or content_type,
                                        delay_s=0.02))
             session = new_session()
-            error_original = call_client(dialect, proxy.url("fake") + prefix, path, session,
-                                         failure.fault)
+            upstream = proxy.url("dead") if failure.dead else proxy.url("fake") + prefix
+            error_original = call_client(dialect, upstream, path, session, failure.fault)
             original = proxy.record(session)
             folder = work / f"repro-{name}"
             cli = subprocess.run([str(STREAMTAP), "repro", original["trace_id"][:10],
@@ -158,8 +165,8 @@ def trips(fake, tmp_path_factory) -> dict[str, Trip]:
             replay = ReplayProcess(work, str(folder), port=ports[name])
             try:
                 session = new_session()
-                error_replayed = call_client(dialect, proxy.url(f"rp-{name}") + prefix, path,
-                                             session)
+                replayed_at = proxy.url(f"rp-{name}") + ("" if failure.dead else prefix)
+                error_replayed = call_client(dialect, replayed_at, path, session)
                 replayed = proxy.record(session)
             finally:
                 replay.stop()
@@ -201,9 +208,12 @@ def test_a_replayed_injected_fault_breaks_where_the_original_did(trips):
 
 def test_the_endings_cover_what_the_generated_tests_know(trips):
     endings = {load_repro(trip.folder).ending for trip in trips.values()}
-    assert endings >= {"reset", "truncated", "clean_close", "http_error", "client_gone"}
+    assert endings >= {"reset", "truncated", "clean_close", "http_error", "client_gone",
+                       "no_response"}
     event = trips["anthropic-messages__error_event"]
     assert event.original["stream"]["errors"] and event.error_original == "APIStatusError"
+    event = trips["openai-chat__error_event"]
+    assert event.original["stream"]["errors"] and event.error_original == "APIError"
 
 
 @pytest.mark.parametrize("name", list(FAILURES))
@@ -215,7 +225,10 @@ def test_the_manifest_says_where_and_how_it_broke(trips, name):
     assert (case.dialect, case.ending, case.phase) == (dialect, trip.failure.expect,
                                                        trip.failure.phase)
     assert case.point == point
-    assert point.byte_offset > 0 if case.ending != "http_error" else point.frames == 0
+    if case.ending in ("http_error", "no_response"):  # the break came before the stream
+        assert (point.frames, point.byte_offset) == (0, 0)
+    else:
+        assert point.byte_offset > 0
     assert point.unterminated == (trip.failure.ending == "fin")
     assert case.trace_id == trip.original["trace_id"]
     assert case.verdict["boundary"] == trip.original["outcome"]["boundary"]
