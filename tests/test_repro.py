@@ -252,6 +252,12 @@ def test_bad_input_is_refused_with_what_to_do(trips, tmp_path, capsys):
     assert f"{taken} holds other files; pick an empty folder with --out" in \
         capsys.readouterr().err
     assert sorted(path.name for path in taken.iterdir()) == ["notes.txt"]  # nothing lost
+    other = trips["ollama-ndjson"].folder
+    assert main(["repro", trip.original["trace_id"], "--trace-dir", trace_dir,
+                 "--out", str(other)]) == 2
+    assert f"holds the repro of trace {trips['ollama-ndjson'].original['trace_id']}" in \
+        capsys.readouterr().err
+    assert load_repro(other).dialect == "ollama-ndjson"  # left as it was
     # a repro folder is written again in place
     assert main(["repro", trip.original["trace_id"], "--trace-dir", trace_dir,
                  "--out", str(trip.folder)]) == 0

@@ -35,6 +35,14 @@ def default_out(trace_id: str) -> Path:
     return Path(f"streamtap-repro-{trace_id[:12]}")
 
 
+def _trace_of(folder: Path) -> str | None:
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest.get("trace_id") if isinstance(manifest, dict) else None
+
+
 def _write(path: Path, text: str) -> None:
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_text(text, encoding="utf-8")
@@ -57,6 +65,11 @@ def write_repro(trace_dir: str | os.PathLike, ref: str | None,
         folder.mkdir(parents=True, exist_ok=True)
         if any(folder.iterdir()) and not is_repro_dir(folder):
             raise ReproError(f"{folder} holds other files; pick an empty folder with --out")
+        if is_repro_dir(folder):  # written again in place, never over another trace's repro
+            held = _trace_of(folder)
+            if held != manifest["trace_id"]:
+                raise ReproError(f"{folder} holds the repro of trace {held or '(unreadable)'}; "
+                                 "pick another folder with --out")
         kit = resources.files("streamtap.proxy.replay") / "repro_kit"
         for source, name in zip(KIT, kit_file_names(manifest["trace_id"])):
             _write(folder / name, (kit / source).read_text(encoding="utf-8"))
