@@ -203,7 +203,8 @@ def test_a_replayed_injected_fault_breaks_where_the_original_did(trips):
     assert trip.original["outcome"]["boundary"] == "injected"
     assert trip.replayed["outcome"]["boundary"] == "transport"
     assert trip.error_original == "APIConnectionError"
-    assert any("injected by a streamtap fault rule" in note for note in load_repro(trip.folder).notes)
+    notes = load_repro(trip.folder).notes
+    assert any("injected by a streamtap fault rule" in note for note in notes)
 
 
 def test_the_endings_cover_what_the_generated_tests_know(trips):

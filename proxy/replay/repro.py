@@ -1,5 +1,5 @@
-"""`streamtap repro TRACE_ID`: write one recorded failure as a folder that reproduces it (its sample,
-a manifest, a pytest test and a Node `node:test` file), and read such a folder back.
+"""`streamtap repro TRACE_ID`: write one recorded failure as a folder that reproduces it (its
+sample, a manifest, a pytest test and a Node `node:test` file), and read such a folder back.
 
 The two test files are the same for every repro (they read repro.json next to them); they are
 copied from repro_kit/ under names carrying the trace id, so that several repros can sit in one
