@@ -44,6 +44,9 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     # The page and report templates ship as package data too.
     templates = {path.name for path in (installed / "diagnostics" / "views" / "templates").iterdir()}
     assert templates == {"page.html.j2", "trace.html.j2"}
+    # ... and the test files `streamtap repro` copies into each repro folder.
+    kit = {path.name for path in (installed / "proxy" / "replay" / "repro_kit").iterdir()}
+    assert kit - {"__pycache__"} == {"test_repro.py", "repro.test.mjs"}  # pip compiles .py
     assert (installed / "proxy" / "readout" / "routes.py").is_file()
     # The subpackages resolve under the one name (no dependency is needed to find the modules).
     probe = subprocess.run([str(python), "-c", "import importlib.util as u; "

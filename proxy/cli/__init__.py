@@ -15,7 +15,8 @@ from streamtap.proxy.cli.reading import (add_demo_command, add_export_command, a
                                           add_stats_command, add_tail_command)
 from streamtap.proxy.cli.probe import add_probe_command
 from streamtap.proxy.cli.serving import add_fault_command, add_serve_command, config_from_args
-from streamtap.proxy.cli.workbench import add_replay_command, add_samples_command
+from streamtap.proxy.cli.workbench import (add_replay_command, add_repro_command,
+                                            add_samples_command)
 
 __all__ = ["build_parser", "config_from_args", "main", "unknown_option"]
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_samples_command(commands)
     add_replay_command(commands)
     add_probe_command(commands)
+    add_repro_command(commands)
     add_ls_command(commands)
     add_show_command(commands)
     add_stats_command(commands)

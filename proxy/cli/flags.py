@@ -10,6 +10,15 @@ def trace_dir_flag(parser) -> None:
                         help="where streamtap serve wrote records (default ./streamtap-traces)")
 
 
+def one_trace_flags(parser) -> None:
+    """How show and repro name one trace, read by readout.traces.find_trace."""
+    parser.add_argument("trace", nargs="?", metavar="TRACE_ID|FILE",
+                        help="a trace id (a prefix is enough), or a record file")
+    parser.add_argument("--last", action="store_true", help="the newest request")
+    parser.add_argument("--failed", action="store_true",
+                        help="with --last: the newest failed one")
+
+
 def session_and_since_flags(parser) -> None:
     """--session and --since, read by readout.traces the same way for every command."""
     parser.add_argument("--session", metavar="S", help="only this session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streamtap.proxy.cli.flags import (session_and_since_flags, trace_dir_flag, trace_dir_of,
-                                       trace_filter_flags)
+from streamtap.proxy.cli.flags import (one_trace_flags, session_and_since_flags, trace_dir_flag,
+                                       trace_dir_of, trace_filter_flags)
 
 
 def add_ls_command(commands) -> None:
@@ -34,10 +34,7 @@ def add_show_command(commands) -> None:
                                description="The summary first, then the phase timeline, the "
                                            "frames over time, tool calls, the error, ids and "
                                            "the fault.")
-    show.add_argument("trace", nargs="?", metavar="TRACE_ID|FILE",
-                      help="a trace id (a prefix is enough), or a record file")
-    show.add_argument("--last", action="store_true", help="the newest request")
-    show.add_argument("--failed", action="store_true", help="with --last: the newest failed one")
+    one_trace_flags(show)
     trace_dir_flag(show)
     show.set_defaults(func=cmd_show)
 

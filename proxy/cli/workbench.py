@@ -1,12 +1,12 @@
-"""`samples` and `replay`: content-free samples of recorded streams, served back as a fake
-provider."""
+"""`samples`, `replay` and `repro`: content-free samples of recorded streams, served back as a fake
+provider, and one recorded failure made a repeatable test."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
+from streamtap.proxy.cli.flags import one_trace_flags, trace_dir_flag, trace_dir_of
 
 
 def add_samples_command(commands) -> None:
@@ -91,9 +91,9 @@ def add_replay_command(commands) -> None:
                     "or an x-streamtap-sample header with a sample name or an ending), or with "
                     "--ending or --cycle.")
     replay.add_argument("targets", nargs="*", metavar="SAMPLE|DIR",
-                        help="a *.sample.json file (served to its dialect whatever its "
-                             "ending), or a folder of them (default: the starter corpus that "
-                             "ships with streamtap)")
+                        help="a *.sample.json file or a `streamtap repro` folder (served to "
+                             "its dialect whatever its ending), or a folder of samples (default: "
+                             "the starter corpus that ships with streamtap)")
     replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     replay.add_argument("--port", type=int, default=8788,
                         help="port (default 8788; 0 picks a free one)")
@@ -120,3 +120,45 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     return run(args.targets, args.host, args.port, args.speed, args.ending, args.cycle,
                args.ready_json)
+
+
+def add_repro_command(commands) -> None:
+    repro = commands.add_parser(
+        "repro", help="turn one recorded failure into a repeatable test",
+        description="Write a folder that reproduces one recorded stream: its content-free sample "
+                    "(up to where it broke, ending the same way), repro.json (dialect, ending, "
+                    "frame index, phase, byte offset, the original verdict), a pytest test and "
+                    "a Node node:test file that serve it with `streamtap replay DIR` and check "
+                    "that a client meets the same ending.")
+    one_trace_flags(repro)
+    trace_dir_flag(repro)
+    repro.add_argument("-o", "--out", metavar="DIR",
+                       help="the folder to write (default ./streamtap-repro-<trace id>)")
+    repro.set_defaults(func=cmd_repro)
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from streamtap.diagnostics.samples.repro import ReproError
+    from streamtap.proxy.replay.repro import kit_file_names, write_repro
+
+    if (args.trace is None) == (not args.last):
+        print("streamtap: repro takes a TRACE_ID (a prefix is enough) or --last [--failed]; "
+              "`streamtap ls --failed` lists the failures", file=sys.stderr)
+        return 2
+    try:
+        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
+                                       last=args.last, failed=args.failed)
+    except ReproError as exc:
+        print(f"streamtap: {exc}", file=sys.stderr)
+        return 2
+    print(folder)
+    where = (f"frame {manifest['frame_index']} of {manifest['frames']}, byte "
+             f"{manifest['byte_offset']}, phase {manifest['phase'] or '-'}")
+    print(f"repro of trace {manifest['trace_id']}: {manifest['dialect']}, ending "
+          f"{manifest['ending']} at {where}", file=sys.stderr)
+    for note in manifest["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    python_test, node_test = (folder / name for name in kit_file_names(manifest["trace_id"]))
+    print(f"run it: pytest {python_test}  |  node --test {node_test}  |  "
+          f"serve it: streamtap replay {folder}", file=sys.stderr)
+    return 0

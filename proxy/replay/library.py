@@ -9,7 +9,9 @@ from pathlib import Path
 
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
+from streamtap.diagnostics.samples.repro import ReproError
 from streamtap.diagnostics.samples.samples import SampleError, check_sample
+from streamtap.proxy.replay.repro import is_repro_dir, load_repro
 
 SUFFIX = ".sample.json"
 
@@ -115,11 +117,18 @@ def load_one(path: Path, named_file: bool = False) -> Loaded:
 
 def load_library(targets: list[str]) -> list[Loaded]:
     """Every sample named: files as given (marked `named_file`), folders' `*.sample.json` in
-    name order."""
+    name order; a repro folder's case is served like a file named (whatever its ending: that is
+    what the folder is for)."""
     loaded: list[Loaded] = []
     for target in targets:
         path = Path(target)
-        if path.is_dir():
+        if path.is_dir() and is_repro_dir(path):
+            try:
+                case = load_repro(path)
+            except ReproError as exc:
+                raise ReplayError(f"{path}: {exc}") from exc
+            loaded.append(load_one(path / Path(case.sample_file).name, named_file=True))
+        elif path.is_dir():
             files = sorted(path.glob(f"*{SUFFIX}"))
             if not files:
                 raise ReplayError(f"{path}: no *{SUFFIX} files in this folder; export some with "

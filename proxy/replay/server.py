@@ -26,6 +26,10 @@ SHUTDOWN_GRACE_S = 1.0
 # rebuilt): aiohttp sets the framing of the body it sends.
 _NOT_REPLAYED = frozenset({"content-length", "content-encoding", "transfer-encoding",
                            "connection", "keep-alive"})
+# An end recorded this soon after the last frame came with it: the gap is the recording proxy's
+# own time to notice. Waiting it out would let a client that leaves on the last frame (an SDK
+# raising on an error event) leave before the end, which the original client never could.
+WITH_THE_LAST_FRAME_MS = 10.0
 _HOW = {"terminal": "close", "clean_close": "close", "reset": "reset", "truncated": "truncate"}
 
 
@@ -90,7 +94,9 @@ async def play(request: web.Request, loaded: Loaded, speed: float) -> web.Stream
             await response.write(data)
     except ConnectionError:  # the client left mid-stream: nothing more to play
         return response
-    await _sleep_until(loop, base + (timing.get("end_ms") or 0.0) / 1000.0 * scale)
+    end_ms = timing.get("end_ms") or 0.0
+    if end_ms - (loaded.writes[-1][0] if loaded.writes else 0.0) > WITH_THE_LAST_FRAME_MS:
+        await _sleep_until(loop, base + end_ms / 1000.0 * scale)
     how = _HOW.get(ending)
     if how is None:  # stalled, client_gone: nothing more, until the client gives up
         await stall(None)
