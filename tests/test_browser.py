@@ -1,7 +1,7 @@
 """The live page and the report in real headless Chromium, through the DevTools protocol: one
 timeline per trace, the failure marker on failed ones only, a row added live when a request
 finishes, a provider error message of `<script>...` shown as text (no script ran), and the
-`streamtap stats` table of the traces shown."""
+`streamtap stats` tables (what the client saw too) of the traces shown."""
 
 import asyncio
 import os
@@ -74,8 +74,14 @@ async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, t
             assert facts["title"] == "streamtap: live"
             check_fixture_page(facts, records)
             tables = stats_tables(tmp_path / "traces")
-            assert facts["stats"] == tables and len(tables) == 2
+            assert facts["stats"] == tables and len(tables) == 3
             assert tables[0][1][:3] == ["openai", "9", "1 (11.1%)"]
+            # what the client saw: error, in_band_error, silent_truncation, hang, success
+            assert tables[1] == [["ROUTE", "CLIENT SEES ERROR", "CLIENT SEES IN_BAND_ERROR",
+                                  "CLIENT SEES SILENT_TRUNCATION", "CLIENT SEES HANG",
+                                  "CLIENT SEES SUCCESS"],
+                                 ["openai", "5 (55.6%)", "1 (11.1%)", "1 (11.1%)", "1 (11.1%)",
+                                  "1 (11.1%)"]]
             await browser.wait_for("document.querySelectorAll('#rows tr').length === 9")
 
             hostile = fake.add(Scenario(chat_text_stream(2, done=False)[:-1] + [

@@ -83,7 +83,7 @@ def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: 
     providers = sorted({r["provider"] for r in rows if r["provider"]})
     table = tally_lines(lines)
     stats = {"title": stats_text.title(table), "notes": stats_text.notes(table),
-             "tables": [stats_text.outcome_cells(table), stats_text.timing_cells(table)]}
+             "tables": stats_text.tables(table)}
     return _environment().get_template("page.html.j2").render(
         title=title, rows=rows, views=views, sessions=sessions, providers=providers,
         stats=stats, live=live, nonce=nonce, generated_at=generated_at)
