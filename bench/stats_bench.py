@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from streamtap.diagnostics.record.schema import index_line
+from streamtap.diagnostics.verdict.client_sees import judge
 
 SESSIONS = 20
 ROUTES = ("openai", "anthropic", "gateway")
@@ -50,7 +51,8 @@ def record(n: int, session: str) -> dict:
                     "model": MODELS[n % len(MODELS)]},
         "response": {"status": 200}, "downstream": {"status": 200},
         "outcome": {"ok": boundary == "none", "boundary": boundary, "phase": phase,
-                    "evidence": [evidence], "summary": f"The {route} stream ended ({boundary})."},
+                    "evidence": [evidence], "client_sees": judge(boundary, [evidence]),
+                    "summary": f"The {route} stream ended ({boundary})."},
         "timeline": {"response_headers": headers, "first_byte": headers + 20,
                      "first_event": headers + 20, "terminal_event": 4000.0 if terminal else None,
                      "max_gap_ms": 300.0 + n % 700, "duration_ms": 4021.7 + n % 3000},

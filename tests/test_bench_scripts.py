@@ -113,6 +113,10 @@ def test_the_stats_bench_writes_lines_stats_reads_on_its_fast_path(tmp_path):
     total = tally_listing(listing, "route").total
     assert 0 < total.endings["clean_close_no_terminal"] < total.requests - total.completed
     assert total.endings["terminal_after_error"] >= 2
+    # what the client saw is on every line, so the figure includes counting it
+    assert "unknown" not in total.client_sees and total.client_sees["silent_truncation"] > 0
+
+
 CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap ([\d.]+), raw relay "
                           r"(-?[\d.]+): ([\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
 

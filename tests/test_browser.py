@@ -1,7 +1,7 @@
 """The live page and the report in real headless Chromium, through the DevTools protocol: one
 timeline per trace, the failure marker on failed ones only, a row added live when a request
 finishes, a provider error message of `<script>...` shown as text (no script ran), and the
-`streamtap stats` table of the traces shown."""
+`streamtap stats` tables (what the client saw too) of the traces shown."""
 
 import asyncio
 import os
@@ -74,8 +74,14 @@ async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, t
             assert facts["title"] == "streamtap: live"
             check_fixture_page(facts, records)
             tables = stats_tables(tmp_path / "traces")
-            assert facts["stats"] == tables and len(tables) == 2
+            assert facts["stats"] == tables and len(tables) == 3
             assert tables[0][1][:3] == ["openai", "9", "1 (11.1%)"]
+            # what the client saw: error, in_band_error, silent_truncation, hang, success
+            assert tables[1] == [["ROUTE", "CLIENT SEES ERROR", "CLIENT SEES IN_BAND_ERROR",
+                                  "CLIENT SEES SILENT_TRUNCATION", "CLIENT SEES HANG",
+                                  "CLIENT SEES SUCCESS"],
+                                 ["openai", "5 (55.6%)", "1 (11.1%)", "1 (11.1%)", "1 (11.1%)",
+                                  "1 (11.1%)"]]
             await browser.wait_for("document.querySelectorAll('#rows tr').length === 9")
 
             hostile = fake.add(Scenario(chat_text_stream(2, done=False)[:-1] + [
@@ -102,12 +108,51 @@ async def test_live_page_shows_every_trace_and_adds_a_row_live(chromium, fake, t
         proxy.stop()
 
 
-def _post(proxy, prefix: str, session: str) -> None:
+def _post(proxy, prefix: str, session: str, fault: str | None = None) -> None:
     import httpx
 
+    headers = {"x-streamtap-session": session}
+    if fault:
+        headers["x-streamtap-fault"] = fault
     httpx.post(proxy.url("fake") + prefix + "/v1/chat/completions",
-               json={"model": "gpt-live", "stream": True},
-               headers={"x-streamtap-session": session}, timeout=10)
+               json={"model": "gpt-live", "stream": True}, headers=headers, timeout=10)
+
+
+SHOWN_WHEN_FAILED_ONLY = """(() => {
+  document.getElementById("only-failed").click();
+  const shown = s => [...document.querySelectorAll(s + ":not(.hidden)")].map(e => e.dataset.traceId);
+  return {rows: shown("#rows tr"), sections: shown("section.trace")};
+})()"""
+
+
+async def test_failures_only_keeps_what_ls_failed_lists(chromium, fake, tmp_path):
+    """An ok request whose client hung (the connection stayed open after [DONE]) is listed by
+    `ls --failed`, so "failures only" keeps its row and section: in rows added live from the
+    event feed, and in rows the page was rendered with."""
+    from streamtap.proxy.readout.commands import failed_trace_ids
+
+    build(tmp_path / "traces")
+    proxy = ProxyProcess(tmp_path, {"fake": fake.url}, trace_dir=tmp_path / "traces")
+    complete = fake.add(Scenario(chat_text_stream(2)))
+    try:
+        async with Browser(chromium) as browser:
+            await browser.open(proxy.url() + "/_streamtap/")
+            session = new_session()
+            await asyncio.to_thread(_post, proxy, complete, session, "hold; duration_ms=1200")
+            await asyncio.to_thread(_post, proxy, complete, session)
+            hung, whole = proxy.records(session, 2)
+            assert (hung["outcome"]["ok"], hung["outcome"]["client_sees"]) == (True, "hang")
+            assert (whole["outcome"]["ok"], whole["outcome"]["client_sees"]) == (True, "success")
+            listed = failed_trace_ids(tmp_path / "traces")
+            assert hung["trace_id"] in listed and whole["trace_id"] not in listed
+            await browser.wait_for("document.querySelectorAll('section.trace').length === 11")
+            live = await browser.evaluate(SHOWN_WHEN_FAILED_ONLY)
+            assert sorted(live["rows"]) == sorted(live["sections"]) == sorted(listed)
+            await browser.open(proxy.url() + "/_streamtap/")  # the same rows, rendered
+            rendered = await browser.evaluate(SHOWN_WHEN_FAILED_ONLY)
+            assert sorted(rendered["rows"]) == sorted(rendered["sections"]) == sorted(listed)
+    finally:
+        proxy.stop()
 
 
 async def test_report_opens_offline_with_the_same_views(chromium, tmp_path):

@@ -95,7 +95,10 @@ def test_stats_counts_endings_sent_through_a_real_proxy(fake, tmp_path):
     session = new_session()
     try:
         injected_close = "close; at=event:text_delta:2"
+        # complete, but the connection stays open after [DONE]: a client reading to the close hangs
+        held = "hold; duration_ms=1100"
         sent = [("direct", complete, None)] * 6 + [("direct", complete, injected_close)]
+        sent += [("direct", complete, held)]
         sent += [("gateway", complete, None)] * 3 + [("gateway", bare_end, None)] * 2
         sent += [("gateway", done_after_error, None), ("gateway", reset, None)]
         seen = [_send(proxy.url(route) + prefix + "/v1/chat/completions", session, fault)
@@ -109,9 +112,17 @@ def test_stats_counts_endings_sent_through_a_real_proxy(fake, tmp_path):
         table = json.loads(result.stdout)
         groups = {group["key"]: group for group in table["groups"]}
         direct, gateway = groups["direct"], groups["gateway"]
-        assert (direct["requests"], direct["completed"]["count"]) == (7, 6)
-        assert direct["boundaries"]["injected"] == {"count": 1, "rate": round(1 / 7, 6)}
+        assert (direct["requests"], direct["completed"]["count"]) == (8, 7)
+        assert direct["boundaries"]["injected"] == {"count": 1, "rate": round(1 / 8, 6)}
         assert direct["endings"]["clean_close_no_terminal"]["count"] == 1  # the injected close
+        seen_by_client = {group: {sees: share["count"] for sees, share in
+                                  groups[group]["client_sees"].items() if share["count"]}
+                          for group in groups}
+        # the held request completed, yet its client hung; the injected close cut it short
+        assert seen_by_client["direct"] == {"success": 6, "silent_truncation": 1, "hang": 1}
+        assert seen_by_client["gateway"] == {"success": 3, "silent_truncation": 2,
+                                             "in_band_error": 1, "error": 1}
+        assert table["unknown_client_sees"] == 0
         assert (gateway["requests"], gateway["completed"]["count"]) == (7, 3)
         assert {name: share["count"] for name, share in gateway["boundaries"].items()} == {
             "transport": 1, "provider_close": 2, "provider_error": 1, "injected": 0}
@@ -124,7 +135,9 @@ def test_stats_counts_endings_sent_through_a_real_proxy(fake, tmp_path):
         result = streamtap("stats", "--trace-dir", str(proxy.trace_dir), "--session", session,
                            "--by", "upstream", "--format", "md")
         port = fake.url.rsplit(":", 1)[1]
-        assert f"| 127.0.0.1:{port} | 14 | 9 (64.3%) |" in result.stdout
+        assert f"| 127.0.0.1:{port} | 15 | 10 (66.7%) |" in result.stdout
+        assert f"| 127.0.0.1:{port} | 1 (6.7%) | 1 (6.7%) | 3 (20.0%) | 1 (6.7%) | 9 (60.0%) |" \
+            in result.stdout  # error, in_band_error, silent_truncation, hang, success
     finally:
         proxy.stop()
 

@@ -530,14 +530,13 @@ def closed_without_terminal(f: Facts) -> Verdict | None:
         evidence.append("finish_reason_seen")
     if f.frame_count == 0:
         evidence.append("no_events")
-    if after_finish:
-        tail = "the answer is whole; only the end marker or usage is missing."
-    else:
-        tail = "the client may have shown a short answer without any error."
+    # What a client made of a short answer is said once, by the client_sees sentence the
+    # recorder appends (verdict/outward.py); only a whole answer needs saying here.
+    tail = "; the answer is whole; only the end marker or usage is missing" if after_finish else ""
     return Verdict("provider_close", phase, "medium", evidence + side_evidence(f),
                    not after_finish,
                    f"{f.provider} (or a gateway in between) closed the stream cleanly, "
-                   f"without the terminal event, {doing(f, phase)}; {tail}")
+                   f"without the terminal event, {doing(f, phase)}{tail}.")
 
 
 NOTE_SENTENCES = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.model import TraceView
 from streamtap.diagnostics.views.probe import HEADER as PROBE_HEADER
@@ -51,14 +52,23 @@ def _environment():
     env = Environment(loader=PackageLoader("streamtap.diagnostics.views", "templates"),
                       autoescape=True, undefined=StrictUndefined, trim_blocks=True,
                       lstrip_blocks=True)
-    env.globals.update(ms=ms, timeline=timeline, SVG_WIDTH=SVG_WIDTH, SVG_HEIGHT=SVG_HEIGHT)
+    env.globals.update(ms=ms, timeline=timeline, SVG_WIDTH=SVG_WIDTH, SVG_HEIGHT=SVG_HEIGHT,
+                       section_failed=section_failed)
     return env
 
 
+def section_failed(view: TraceView) -> bool:
+    """Whether "failures only" keeps a trace's section: the rule of `ls --failed`, so a client
+    that hung or got a silently short answer behind an ok verdict is kept too."""
+    return listed_as_failed({"ok": view.ok, "client_sees": view.client_sees})
+
+
 def row(line: dict) -> dict:
-    """One table row from an index line (the same cells `ls` prints)."""
+    """One table row from an index line (the same cells `ls` prints); `failed`: whether
+    `ls --failed` lists it, which "failures only" keeps."""
     cells = ls_cells(line)
     return {"trace_id": str(line.get("trace_id", "")), "ok": bool(line.get("ok")),
+            "failed": listed_as_failed(line),
             "provider": str(line.get("provider") or line.get("route") or ""),
             "session": str(line.get("session_id") or ""), "cells": cells,
             "summary": str(line.get("summary") or "")}
@@ -75,7 +85,7 @@ def render_page(lines: list[dict], views: list[TraceView], *, title: str, live: 
     providers = sorted({r["provider"] for r in rows if r["provider"]})
     table = tally_lines(lines)
     stats = {"title": stats_text.title(table), "notes": stats_text.notes(table),
-             "tables": [stats_text.outcome_cells(table), stats_text.timing_cells(table)]}
+             "tables": stats_text.tables(table)}
     return _environment().get_template("page.html.j2").render(
         title=title, rows=rows, views=views, sessions=sessions, providers=providers,
         stats=stats, live=live, nonce=nonce, generated_at=generated_at, probes=probes,

@@ -1,6 +1,7 @@
 """Failure rates from index lines: per group (route, provider, model, upstream host, session,
 boundary or phase), how many requests, how many completed, how many ended at each boundary, how
-many ended in a way a client most likely took for success, and the timings' percentiles.
+many ended in a way a client most likely took for success, what the client saw (`client_sees`:
+silent truncations and hangs behind an ok status too), and the timings' percentiles.
 
 Index lines in, table data out; nothing here reads a file or a clock. Lines arrive as the tuples
 of diagnostics/record/index_fields.FieldReader (raw JSON text or decoded values); a value is
@@ -11,16 +12,18 @@ of the values are at or below, always a value that was seen.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from operator import itemgetter
 
 from streamtap.diagnostics.record.index_fields import ABSENT, FieldReader, decode
 from streamtap.diagnostics.record.schema import INDEX_KEYS
+from streamtap.diagnostics.verdict.client_sees import VALUES as CLIENT_SEES
 from streamtap.diagnostics.verdict.events import BOUNDARIES
 
 # The index fields stats reads besides the one it groups by.
-COUNTED = ("ok", "boundary", "evidence", "terminal_after_error")
+COUNTED = ("ok", "boundary", "evidence", "client_sees", "terminal_after_error")
 TIMED = ("headers_ms", "first_event_ms", "duration_ms", "silence_ms")
 # --by NAME -> the index field it groups by.
 GROUP_FIELDS = {"route": "route", "provider": "provider", "model": "model",
@@ -40,6 +43,9 @@ ENDINGS = {
 }
 INJECTED_CLEAN_CLOSES = frozenset({"injected_close", "injected_drop_terminal"})
 UNKNOWN = "-"  # the group of lines without the field (a request that named no model)
+# What the client saw on a line written before index lines carried client_sees (or not one of
+# its words): counted apart, never as one of them.
+UNKNOWN_SEES = "unknown"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Group:
     completed: int
     boundaries: dict[str, int]  # boundary (never `none`) -> requests that ended there
     endings: dict[str, int]  # ENDINGS name -> requests
+    client_sees: dict[str, int]  # a CLIENT_SEES word or UNKNOWN_SEES -> requests
     timings: dict[str, Timing]  # TIMINGS key -> percentiles
 
 
@@ -69,6 +76,8 @@ class StatsTable:
     total: Group
     boundaries: tuple[str, ...]  # the boundary columns: those that occur, in BOUNDARIES order
     unknown: int  # lines from before the index carried evidence and timings: endings unknown
+    client_sees: tuple[str, ...]  # CLIENT_SEES, and UNKNOWN_SEES when a line lacked the field
+    unknown_client_sees: int  # lines without client_sees (written before it was kept)
 
 
 def percentile(ordered: list[float], p: int) -> float | None:
@@ -93,6 +102,12 @@ def _numbers(values: tuple) -> list[float]:
                             if value.__class__ in _NUMERIC and value != b"null"]))
 
 
+def _hashable(value: object) -> object:
+    """A value a counting key can hold: a list or an object (a hand-edited line's) as its JSON
+    text, which then counts as no known word."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
 def _name(value: object) -> str:
     value = decode(value)
     if value is None or value is ABSENT or value == "":
@@ -115,7 +130,8 @@ class Tally:
         # C-level picks of a line's tuple: one call each per line of 100,000
         self._counted = itemgetter(self._group, *map(fields.index, COUNTED))
         self._timed = itemgetter(*map(fields.index, TIMED))
-        self._counts: dict[tuple, int] = {}  # (group, ok, boundary, evidence, after error) -> n
+        # (group, ok, boundary, evidence, client sees, after error) -> n
+        self._counts: dict[tuple, int] = {}
         self._times: dict[object, list[tuple]] = {}  # group -> each line's TIMED values
 
     def add(self, values: tuple, session: str | None = None) -> None:
@@ -126,7 +142,12 @@ class Tally:
         if group is ABSENT and session is not None and self.by == "session":
             group = session
             key = (group, *key[1:])
-        self._counts[key] = self._counts.get(key, 0) + 1
+        try:
+            self._counts[key] = self._counts.get(key, 0) + 1
+        except TypeError:  # only a line json.loads read can hold a list or an object
+            key = tuple(map(_hashable, key))
+            group = key[0]
+            self._counts[key] = self._counts.get(key, 0) + 1
         times = self._times.get(group)
         if times is None:
             times = self._times[group] = []
@@ -134,11 +155,17 @@ class Tally:
 
     def table(self) -> StatsTable:
         counts: dict[str, dict] = {}
-        unknown = 0
-        for (group, ok, boundary, evidence, after_error), n in self._counts.items():
+        unknown = unknown_sees = 0
+        for (group, ok, boundary, evidence, sees, after_error), n in self._counts.items():
             entry = counts.setdefault(_name(group), {"requests": 0, "completed": 0,
-                                                     "boundaries": {}, "endings": {}})
+                                                     "boundaries": {}, "endings": {},
+                                                     "client_sees": {}})
             entry["requests"] += n
+            sees = decode(sees)
+            if sees not in CLIENT_SEES:
+                sees = UNKNOWN_SEES
+                unknown_sees += n
+            entry["client_sees"][sees] = entry["client_sees"].get(sees, 0) + n
             boundary = _name(boundary)
             if decode(ok) is True:
                 entry["completed"] += n
@@ -164,24 +191,28 @@ class Tally:
                        if times else [[] for _ in TIMINGS])
         seen = {boundary for group in groups for boundary in group.boundaries}
         columns = tuple(b for b in BOUNDARIES if b in seen) + tuple(sorted(seen - set(BOUNDARIES)))
-        return StatsTable(self.by, tuple(groups), total, columns, unknown)
+        sees_columns = CLIENT_SEES + ((UNKNOWN_SEES,) if unknown_sees else ())
+        return StatsTable(self.by, tuple(groups), total, columns, unknown, sees_columns,
+                          unknown_sees)
 
     @staticmethod
     def _group_of(key: str, entry: dict, times: list[list[float]]) -> Group:
         return Group(key, entry["requests"], entry["completed"], entry["boundaries"],
-                     entry["endings"], {name: _timing(values)
-                                        for (name, _), values in zip(TIMINGS, times)})
+                     entry["endings"], entry["client_sees"],
+                     {name: _timing(values) for (name, _), values in zip(TIMINGS, times)})
 
 
 def _total(groups: list[Group], times: list[list[float]]) -> Group:
     boundaries: dict[str, int] = {}
     endings: dict[str, int] = {}
+    client_sees: dict[str, int] = {}
     for group in groups:
-        for into, counts in ((boundaries, group.boundaries), (endings, group.endings)):
+        for into, counts in ((boundaries, group.boundaries), (endings, group.endings),
+                             (client_sees, group.client_sees)):
             for name, n in counts.items():
                 into[name] = into.get(name, 0) + n
     return Group("all", sum(group.requests for group in groups),
-                 sum(group.completed for group in groups), boundaries, endings,
+                 sum(group.completed for group in groups), boundaries, endings, client_sees,
                  {name: _timing(values) for (name, _), values in zip(TIMINGS, times)})
 
 

@@ -3,7 +3,8 @@ show the same ones), a terminal table, a Markdown table and JSON."""
 
 from __future__ import annotations
 
-from streamtap.diagnostics.views.stats import ENDINGS, TIMINGS, Group, StatsTable, Timing
+from streamtap.diagnostics.views.stats import (CLIENT_SEES, ENDINGS, TIMINGS, UNKNOWN_SEES, Group,
+                                               StatsTable, Timing)
 from streamtap.diagnostics.views.text import Line, ms, printable
 
 ENDING_LABELS = {"clean_close_no_terminal": "clean close, no terminal",
@@ -48,11 +49,23 @@ def outcome_cells(table: StatsTable) -> Cells:
     return header, rows
 
 
+def client_sees_cells(table: StatsTable) -> Cells:
+    header = [table.by.upper(), *(f"CLIENT SEES {sees.upper()}" for sees in table.client_sees)]
+    rows = [[printable(group.key), *(count_cell(group.client_sees.get(sees, 0), group.requests)
+                                     for sees in table.client_sees)] for group in _rows(table)]
+    return header, rows
+
+
 def timing_cells(table: StatsTable) -> Cells:
     header = [table.by.upper(), *(f"{label.upper()} p50 / p90 / p99" for _, label in TIMINGS)]
     rows = [[printable(group.key), *(timing_cell(group.timings[key]) for key, _ in TIMINGS)]
             for group in _rows(table)]
     return header, rows
+
+
+def tables(table: StatsTable) -> list[Cells]:
+    """The tables every view shows, in order: outcomes, what the client saw, timings."""
+    return [outcome_cells(table), client_sees_cells(table), timing_cells(table)]
 
 
 def title(table: StatsTable) -> str:
@@ -64,9 +77,16 @@ def notes(table: StatsTable) -> list[str]:
     out = [f"{ENDING_LABELS[name]}: {text}" for name, text in ENDINGS.items()]
     out.append("A client most likely took both for success. Timings are nearest-rank "
                "percentiles of the requests that got that far.")
+    out.append("client sees: what a client made of the ending, judged from the wire (as `show` "
+               "says it); silent_truncation and hang can hide behind a completed request, and "
+               "`ls --failed` lists them.")
     if table.unknown:
         out.append(f"{table.unknown} index line(s) from an older streamtap carry no evidence or "
                    "timings beyond ttfb and duration: their endings count as unknown, not as 0.")
+    if table.unknown_client_sees:
+        out.append(f"{table.unknown_client_sees} index line(s) do not say what the client saw "
+                   "(written by an older streamtap): they count as unknown, in no other client "
+                   "sees column.")
     return out
 
 
@@ -84,7 +104,8 @@ def _aligned(cells: Cells) -> list[Line]:
 def text_table(table: StatsTable) -> list[Line]:
     """The terminal view: outcomes, then timings, then the notes."""
     out: list[Line] = [[(title(table), "bold")], []]
-    out += _aligned(outcome_cells(table)) + [[]] + _aligned(timing_cells(table)) + [[]]
+    for cells in tables(table):
+        out += _aligned(cells) + [[]]
     out += [[(note, "dim")] for note in notes(table)]
     return out
 
@@ -95,7 +116,7 @@ def _md_row(cells: list[str]) -> str:
 
 def markdown(table: StatsTable) -> str:
     out = [f"**{title(table)}**", ""]
-    for header, rows in (outcome_cells(table), timing_cells(table)):
+    for header, rows in tables(table):
         out += [_md_row(header), "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
         out += [_md_row(row) for row in rows] + [""]
     out += [f"- {note}" for note in notes(table)]
@@ -112,6 +133,8 @@ def _group_json(group: Group, boundaries: tuple[str, ...]) -> dict:
             "boundaries": {b: _share(group.boundaries.get(b, 0), group.requests)
                            for b in boundaries},
             "endings": {e: _share(group.endings.get(e, 0), group.requests) for e in ENDINGS},
+            "client_sees": {sees: _share(group.client_sees.get(sees, 0), group.requests)
+                            for sees in (*CLIENT_SEES, UNKNOWN_SEES)},
             "timings_ms": {key: {"p50": t.p50, "p90": t.p90, "p99": t.p99, "n": t.n}
                            for key, t in group.timings.items()}}
 
@@ -121,7 +144,7 @@ def as_json(table: StatsTable, skipped: list[str] | None = None,
     """`--format json`: counts with their rates as fractions, timings in ms, and the index lines
     that were not read (`skipped`, named file:line when known)."""
     return {"by": table.by, "percentiles": "nearest-rank", "endings": ENDINGS,
-            "unknown_endings": table.unknown,
+            "unknown_endings": table.unknown, "unknown_client_sees": table.unknown_client_sees,
             "groups": [_group_json(group, table.boundaries) for group in table.groups],
             "total": _group_json(table.total, table.boundaries),
             "skipped": {"count": skipped_count, "lines": skipped or []}}

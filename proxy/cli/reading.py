@@ -56,7 +56,8 @@ def add_stats_command(commands) -> None:
     stats = commands.add_parser("stats", help="failure rates per route, provider, model...",
                                 description="Per group: requests, completed, each boundary's "
                                             "count and rate, the endings a client most likely "
-                                            "took for success, and time to headers, to first "
+                                            "took for success, what the client saw "
+                                            "(client_sees), and time to headers, to first "
                                             "event, duration and longest silence at "
                                             "p50/p90/p99 (nearest rank). Reads the index files "
                                             "only.")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views.text import ls_cells
 from streamtap.proxy.readout.feed import Feed
 from streamtap.proxy.serve.guard import Handler
@@ -27,9 +28,10 @@ Guard = Callable[[Handler], Handler]  # wraps a handler: refused requests never 
 
 
 def event_bytes(summary: dict) -> bytes:
-    """One `request` event: the index line, plus the table cells the page shows (rendered here,
-    so the page's rows and `ls` cannot disagree)."""
-    data = json.dumps({**summary, "cells": ls_cells(summary)},
+    """One `request` event: the index line, plus the table cells the page shows and whether
+    `ls --failed` lists it (`failed`, which "failures only" keeps), both worked out here so the
+    page's rows and `ls` cannot disagree."""
+    data = json.dumps({**summary, "cells": ls_cells(summary), "failed": listed_as_failed(summary)},
                       separators=(",", ":"))  # one line: no LF can split the event
     return f"event: request\nid: {summary.get('trace_id')}\ndata: {data}\n\n".encode()
 

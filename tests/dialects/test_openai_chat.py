@@ -355,7 +355,10 @@ def test_a_chunk_with_text_and_a_top_level_error_keeps_the_error():
                                            "message": "upstream overloaded"}]
     assert record["outcome"]["summary"] == ("openai sent an error inside the stream "
                                             "(server_error), as a wrapped chunk, while the "
-                                            "model was writing its answer.")
+                                            "model was writing its answer. Only a client that "
+                                            "reads the stream's events sees this error; one "
+                                            "that does not (a plain fetch, a gateway) sees a "
+                                            "200 stream that just ended.")
     assert record["outcome"]["retryable"] is True
 
 

@@ -462,8 +462,7 @@ ROWS = {
         verdict("provider_close", "before_progress", "medium",
                 ["clean_close", "no_terminal_event", "no_events"], True,
                 "openai (or a gateway in between) closed the stream cleanly, without the "
-                "terminal event, before the model produced any output; the client may have "
-                "shown a short answer without any error.")),
+                "terminal event, before the model produced any output.")),
     "closed after the finish reason": (
         facts(terminal=None, phase="after_finish", finish_reason="stop"),
         verdict("provider_close", "after_finish", "medium",
@@ -475,14 +474,12 @@ ROWS = {
         facts(terminal=None, phase="after_finish", finish_reason=None),
         verdict("provider_close", "after_finish", "medium", ["clean_close", "no_terminal_event"],
                 True, "openai (or a gateway in between) closed the stream cleanly, without the "
-                "terminal event, after the model had finished; the client may have shown a "
-                "short answer without any error.")),
+                "terminal event, after the model had finished.")),
     "closed mid answer although a finish reason was seen earlier": (
         facts(terminal=None, phase="text", finish_reason="length"),
         verdict("provider_close", "text", "medium", ["clean_close", "no_terminal_event"], True,
                 "openai (or a gateway in between) closed the stream cleanly, without the "
-                "terminal event, while the model was writing its answer; the client may have "
-                "shown a short answer without any error.")),
+                "terminal event, while the model was writing its answer.")),
     # -- remarks any verdict gets: the silences around the ending (verdict/silences.py) ---------
     "stalled behind keep-alives, then the provider closed": (
         facts(**OPEN, phase="text", last_event_ms=1200.0, headers_ms=400.0, first_byte_ms=450.0,
@@ -491,18 +488,16 @@ ROWS = {
         verdict("provider_close", "text", "medium",
                 ["clean_close", "no_terminal_event", "heartbeats_only"], True,
                 "openai (or a gateway in between) closed the stream cleanly, without the "
-                "terminal event, while the model was writing its answer; the client may have "
-                "shown a short answer without any error. For 300.0 s after the last event only "
-                "keep-alives arrived (20, every 15.0 s) and no event: a client whose timer "
-                "resets on any byte never fires.")),
+                "terminal event, while the model was writing its answer. For 300.0 s after the "
+                "last event only keep-alives arrived (20, every 15.0 s) and no event: a client "
+                "whose timer resets on any byte never fires.")),
     "one keep-alive is not a stall behind keep-alives": (
         facts(**OPEN, phase="text", last_event_ms=1200.0, headers_ms=400.0, first_byte_ms=450.0,
               close={"by": "upstream", "at_ms": 31_200.0, "silence_ms": 15_000.0,
                      "heartbeats_since_event": 1, "heartbeat_interval_ms": None}),
         verdict("provider_close", "text", "medium", ["clean_close", "no_terminal_event"], True,
                 "openai (or a gateway in between) closed the stream cleanly, without the "
-                "terminal event, while the model was writing its answer; the client may have "
-                "shown a short answer without any error.")),
+                "terminal event, while the model was writing its answer.")),
     "headers, then nothing until the client gave up": (
         facts(**OPEN, downstream="client_gone", phase="before_progress", frame_count=0,
               headers_ms=400.0, close={"by": "client", "at_ms": 29_400.0, "silence_ms": 29_000.0}),

@@ -221,6 +221,18 @@ def test_the_silent_truncation_sentence_is_the_issues():
         "Most clients end this stream without an error: the answer is cut short silently.")
 
 
+@pytest.mark.parametrize("dialect", sorted(COMPLETE))
+def test_a_silent_truncation_is_said_once(dialect):
+    """The rule's sentence says where the stream closed, client_sees what the client made of it:
+    the rule no longer says "a short answer without any error" before the same news."""
+    summary = ending(dialect, "clean close without the terminal")["outcome"]["summary"]
+    assert summary.count("short") == 1 and summary.count("error") == 1, summary
+    where, told = summary.split(". ", 1)
+    assert where.endswith(", without the terminal event, before the model produced any output") \
+        or where.endswith(", without the terminal event, while the model was reasoning")
+    assert told == cs.SENTENCES["silent_truncation"]
+
+
 def test_a_whole_answer_missing_only_its_end_marker_is_a_success_for_the_client():
     record = record_stream(fixture("anthropic-messages", "after_finish_cut.sse"),
                            path="/v1/messages")

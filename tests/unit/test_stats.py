@@ -14,8 +14,8 @@ from streamtap.diagnostics.record.index_fields import (ABSENT, FieldReader, NotA
                                                        decode)
 from streamtap.diagnostics.record.schema import INDEX_KEYS, index_line
 from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
-from streamtap.diagnostics.views.stats_text import (as_json, markdown, outcome_cells, rate,
-                                                    text_table, timing_cells)
+from streamtap.diagnostics.views.stats_text import (as_json, client_sees_cells, markdown,
+                                                    outcome_cells, rate, text_table, timing_cells)
 from streamtap.diagnostics.views.text import plain
 from tests.streams import chat_chunk, chat_text_stream, responses_event, responses_text_stream, sse
 from tests.support import record_stream
@@ -27,8 +27,8 @@ def line(n: int = 0, **fields) -> dict:
     base.update(schema_version=1, trace_id=f"{n:016x}", started_at="2026-11-25T12:00:00.000Z",
                 session_id="s1", route="openai", provider="openai",
                 upstream_host="api.openai.com:443", model="gpt-a", ok=True, boundary="none",
-                phase="complete", evidence="terminal_event", terminal=True,
-                terminal_after_error=False, headers_ms=100.0, first_event_ms=120.0,
+                phase="complete", evidence="terminal_event", client_sees="success",
+                terminal=True, terminal_after_error=False, headers_ms=100.0, first_event_ms=120.0,
                 duration_ms=1000.0, silence_ms=50.0, summary="The openai stream completed.")
     base.update(fields)
     return base
@@ -130,7 +130,8 @@ def test_timings_skip_stages_never_reached_and_group_by_any_field():
 
 def test_the_terminal_and_markdown_tables_are_aligned_and_name_their_columns():
     lines = [line(1, model="a"), line(2, model="bb", ok=False, boundary="provider_close",
-                                                 evidence="clean_close", first_event_ms=None)]
+                                      evidence="clean_close", client_sees="silent_truncation",
+                                      first_event_ms=None)]
     table = tally_lines(lines, "model")
     assert timing_cells(table)[0] == ["MODEL", "TIME TO HEADERS p50 / p90 / p99",
                                       "TIME TO FIRST EVENT p50 / p90 / p99",
@@ -143,17 +144,31 @@ def test_the_terminal_and_markdown_tables_are_aligned_and_name_their_columns():
         "a             1  1 (100.0%)               0                         0                     0",
         "bb            1           0      1 (100.0%)                1 (100.0%)                     0",
         "all           2   1 (50.0%)       1 (50.0%)                 1 (50.0%)                     0"]
-    assert text[8].startswith("a             100 ms / 100 ms / 100 ms             120 ms / ")
-    assert text[9].startswith("bb            100 ms / 100 ms / 100 ms" + " " * 36 + "-  1000 ms")
-    assert text[-3].startswith("clean close, no terminal: ended cleanly without the terminal")
-    assert text[-1].startswith("A client most likely took both for success.")
+    assert text[7:11] == [
+        "MODEL  CLIENT SEES ERROR  CLIENT SEES IN_BAND_ERROR  CLIENT SEES SILENT_TRUNCATION  "
+        "CLIENT SEES HANG  CLIENT SEES SUCCESS",
+        "a                      0                          0                              0  "
+        "               0           1 (100.0%)",
+        "bb                     0                          0                     1 (100.0%)  "
+        "               0                    0",
+        "all                    0                          0                      1 (50.0%)  "
+        "               0            1 (50.0%)"]
+    assert text[13].startswith("a             100 ms / 100 ms / 100 ms             120 ms / ")
+    assert text[14].startswith("bb            100 ms / 100 ms / 100 ms" + " " * 36 + "-  1000 ms")
+    assert text[-4].startswith("clean close, no terminal: ended cleanly without the terminal")
+    assert text[-2].startswith("A client most likely took both for success.")
+    assert text[-1].startswith("client sees: what a client made of the ending")
     md = markdown(table).splitlines()
     assert md[:4] == ["**2 requests by model**", "",
                       "| MODEL | REQUESTS | COMPLETED | PROVIDER_CLOSE | CLEAN CLOSE, NO TERMINAL "
                       "| TERMINAL AFTER ERROR |",
                       "| --- | ---: | ---: | ---: | ---: | ---: |"]
     assert md[4] == "| a | 1 | 1 (100.0%) | 0 | 0 | 0 |"
-    assert md[-1].startswith("- A client most likely took both for success.")
+    assert md[8:10] == ["| MODEL | CLIENT SEES ERROR | CLIENT SEES IN_BAND_ERROR | "
+                        "CLIENT SEES SILENT_TRUNCATION | CLIENT SEES HANG | CLIENT SEES SUCCESS |",
+                        "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    assert md[11] == "| bb | 0 | 0 | 1 (100.0%) | 0 | 0 |"
+    assert md[-2].startswith("- A client most likely took both for success.")
 
 
 def test_a_line_keeps_its_own_group_whatever_its_folder():
@@ -179,6 +194,64 @@ def test_old_index_lines_count_as_unknown_never_crash():
     assert tally_lines([old], "upstream").groups[0].key == "-"
 
 
+def test_what_the_client_saw_per_group_even_behind_ok():
+    lines = [line(n) for n in range(5)]
+    # ok verdicts the client did not take as one: a connection held after [DONE], an `error:`
+    # line no EventSource dispatches
+    lines += [line(10, evidence="terminal_event", client_sees="hang")]
+    lines += [line(11, evidence="terminal_event", client_sees="silent_truncation")]
+    lines += [line(12, route="gateway", ok=False, boundary="provider_close",
+                   evidence="clean_close", client_sees="silent_truncation")]
+    lines += [line(13, route="gateway", ok=False, boundary="provider_error",
+                   evidence="wrapped_chunk", client_sees="in_band_error")]
+    lines += [line(14, route="gateway", ok=False, boundary="transport",
+                   evidence="upstream_reset", client_sees="error")]
+    table = tally_lines(lines, "route")
+    openai, gateway = table.groups
+    assert (openai.key, openai.completed) == ("openai", 7)  # the verdict says ok...
+    assert openai.client_sees == {"success": 5, "hang": 1, "silent_truncation": 1}  # ...not all
+    assert gateway.client_sees == {"silent_truncation": 1, "in_band_error": 1, "error": 1}
+    assert table.total.client_sees == {"success": 5, "hang": 1, "silent_truncation": 2,
+                                       "in_band_error": 1, "error": 1}
+    assert (table.client_sees, table.unknown_client_sees) == (
+        ("error", "in_band_error", "silent_truncation", "hang", "success"), 0)
+    header, rows = client_sees_cells(table)
+    assert header == ["ROUTE", "CLIENT SEES ERROR", "CLIENT SEES IN_BAND_ERROR",
+                      "CLIENT SEES SILENT_TRUNCATION", "CLIENT SEES HANG", "CLIENT SEES SUCCESS"]
+    assert rows == [["openai", "0", "0", "1 (14.3%)", "1 (14.3%)", "5 (71.4%)"],
+                    ["gateway", "1 (33.3%)", "1 (33.3%)", "1 (33.3%)", "0", "0"],
+                    ["all", "1 (10.0%)", "1 (10.0%)", "2 (20.0%)", "1 (10.0%)", "5 (50.0%)"]]
+    shown = as_json(table)
+    assert shown["unknown_client_sees"] == 0
+    assert shown["groups"][0]["client_sees"] == {
+        "error": {"count": 0, "rate": 0.0}, "in_band_error": {"count": 0, "rate": 0.0},
+        "silent_truncation": {"count": 1, "rate": 0.142857},
+        "hang": {"count": 1, "rate": 0.142857}, "success": {"count": 5, "rate": 0.714286},
+        "unknown": {"count": 0, "rate": 0.0}}
+    assert shown["total"]["client_sees"]["silent_truncation"] == {"count": 2, "rate": 0.2}
+    assert "do not say what the client saw" not in plain(text_table(table))
+
+
+def test_lines_without_client_sees_count_as_unknown_never_crash():
+    """Lines written before index lines carried client_sees (they have evidence and timings),
+    a word no streamtap writes, and a hand-edited list: unknown, in a column of their own."""
+    before = {key: value for key, value in line(1).items() if key != "client_sees"}
+    tally = Tally("route")
+    for entry in (before, line(2, client_sees="maybe"), line(3, client_sees=["hang"]),
+                  line(4, client_sees="hang"), line(5, route=["gw"], ok={"a": 1})):
+        tally.add(tally.reader.read(raw(entry)))
+    table = tally.table()
+    assert table.unknown_client_sees == 3 and table.unknown == 0
+    assert table.client_sees[-1] == "unknown"
+    assert {group.key: group.client_sees for group in table.groups} == {
+        "openai": {"unknown": 3, "hang": 1}, '["gw"]': {"success": 1}}
+    assert table.total.requests == 5 and table.total.completed == 4
+    text = plain(text_table(table))
+    assert "CLIENT SEES UNKNOWN" in text
+    assert "3 index line(s) do not say what the client saw" in text
+    assert as_json(table)["total"]["client_sees"]["unknown"] == {"count": 3, "rate": 0.6}
+
+
 def test_foreign_and_broken_lines_are_refused_with_why():
     fields = FieldReader(INDEX_KEYS)
     for bad, why in ((b'{"trace_id": "half-writ', "not JSON"), (b"[1, 2]", "no trace_id"),
@@ -201,7 +274,7 @@ def test_the_fast_path_reads_todays_lines_without_json():
     values = FieldReader(INDEX_KEYS).read(raw(line(1, model="gpt|4")))
     assert len(values) == len(INDEX_KEYS)
     assert all(isinstance(value, bytes) for value in values)  # raw JSON text: no parse
-    assert markdown(tally_lines([line(1, model="gpt|4")], "model")).count("gpt\\|4") == 2
+    assert markdown(tally_lines([line(1, model="gpt|4")], "model")).count("gpt\\|4") == 3
 
 
 _text = st.one_of(st.none(), st.text(max_size=12),
@@ -214,7 +287,7 @@ _flag = st.one_of(st.none(), st.booleans())
 @settings(max_examples=300, deadline=None)
 @given(st.fixed_dictionaries({
     "route": _text, "model": _text, "upstream_host": _text, "boundary": _text, "phase": _text,
-    "evidence": _text, "summary": _text, "session_id": _text,
+    "evidence": _text, "summary": _text, "session_id": _text, "client_sees": _text,
     "ok": _flag, "terminal_after_error": _flag, "terminal": _flag,
     "headers_ms": _number, "first_event_ms": _number, "duration_ms": _number,
     "silence_ms": _number, "status": _number}))
