@@ -128,10 +128,12 @@ def serve_in_thread(upstream: IdleClosingUpstream) -> tuple[int, asyncio.Abstrac
     return port[0], loop
 
 
-# A long conversation: ~0.5 MB of JSON, which keeps streamtap busy for tens of milliseconds
-# (reading it, summarising it) between taking the pooled connection's turn and writing to it.
+# A long conversation: ~1.4 MB of JSON (under the 2 MiB streamtap holds whole), which keeps
+# streamtap busy reading and summarising it well past the upstream's idle close 3 ms after the
+# client's last byte: with ~0.5 MB an idle, fast machine sometimes wrote the request first, and
+# the close then met a request in flight (a different race, which no client may retry).
 LONG_REQUEST = {"model": "m", "stream": True,
-                "messages": [{"role": "user", "content": "w" * 20} for _ in range(10_000)]}
+                "messages": [{"role": "user", "content": "w" * 20} for _ in range(30_000)]}
 
 
 # -- end to end: httpx through the proxy ------------------------------------------------------
