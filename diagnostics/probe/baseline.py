@@ -13,9 +13,10 @@ class BaselineError(ValueError):
 
 
 def baseline_dialect(run: Run, dialects: list[str], first_request: str, wanted: str | None,
-                     limit_s: float) -> str:
+                     limit_s: float, named_by: str = "") -> str:
     """The dialect of the client's first request (`dialects`, one per request; `first_request`
-    is `METHOD PATH`), or BaselineError. `wanted` is the dialect the user named, if any."""
+    is `METHOD PATH`), or BaselineError. `wanted` is the dialect the user named, if any, or
+    the one `named_by` names (the repro folders of `--from`)."""
     if run.killed:
         raise BaselineError(f"on a complete stream the client did not finish within "
                             f"{limit_s:g} s: raise the time limit, or check that it ends on "
@@ -33,7 +34,8 @@ def baseline_dialect(run: Run, dialects: list[str], first_request: str, wanted: 
             f"answers ({spoken}): is its base URL right? The OpenAI SDKs want one ending in "
             "/v1 ($OPENAI_BASE_URL, or --dialect openai-chat with {base_url})")
     if wanted and spoken != wanted:
-        raise BaselineError(f"the dialect is wrong: {wanted} was named, the client speaks "
+        by = f" by {named_by}" if named_by else ""
+        raise BaselineError(f"the dialect is wrong: {wanted} was named{by}, the client speaks "
                             f"{spoken}")
     if run.exit_status != 0:
         raise BaselineError(f"the client fails on its own, on a complete stream (exit status "

@@ -4,13 +4,14 @@ and which answer the fake provider gives so that the rule's trigger is reached) 
 would expect of a client.
 
 `streamtap probe` and the pytest plugin read cases from a `Catalog`; anything that can list
-`Ending`s (a folder of recorded cases, later) can stand in for this table.
+`Ending`s can stand in for this table: `probe --from DIR` lists repro folders' cases, rows that
+answer with a recorded sample instead of arming a fault rule (see repro_rows.py).
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 OK, RAISED, RECOVERED, SILENT, HUNG = "ok", "raised", "recovered", "SILENT", "HUNG"
 GRADES = (OK, RAISED, RECOVERED, SILENT, HUNG)
@@ -44,7 +45,11 @@ COMPLETES = Expectation((OK,), "must complete without waiting for the close")
 @dataclass(frozen=True)
 class Ending:
     """One row of the catalog. `fault` is a rule's header form; `pending` says which fault
-    action the row still needs (the row is skipped with that reason until it exists)."""
+    action the row still needs (the row is skipped with that reason until it exists).
+
+    A row with a `sample` (a content-free sample, as `streamtap repro` writes) is made the other
+    way: the fake provider answers with that sample, which ends as recorded, and no fault rule
+    is armed (`fault` is empty)."""
 
     name: str
     dialects: tuple[str, ...]
@@ -52,9 +57,18 @@ class Ending:
     answer: str | None
     expect: Expectation
     pending: str | None = None
+    # Not compared nor shown: a row is known by its name, and a sample's frames are no reading.
+    sample: dict | None = field(default=None, compare=False, repr=False)
 
     def applies_to(self, dialect: str) -> bool:
         return dialect in self.dialects
+
+    @property
+    def made_by(self) -> str:
+        """How the row is made, for `--list`: its fault rule, or the recorded sample's ending."""
+        if self.sample is None:
+            return self.fault
+        return f"the recorded sample, ending `{self.sample.get('ending')}`"
 
 
 RETRY_AFTER_S = 1  # short, so a probe run stays fast; the SDKs honour any retry-after

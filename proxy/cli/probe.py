@@ -13,15 +13,21 @@ from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
 def add_probe_command(commands) -> None:
     probe = commands.add_parser(
         "probe", help="run your client through every way a stream can end, and grade it",
-        usage="streamtap probe [OPTIONS] -- CMD [ARGS...]",
+        usage="streamtap probe [OPTIONS] [--from DIR ...] -- CMD [ARGS...]",
         description="Runs CMD once on a complete stream (it must succeed), then once per ending "
                     "of the catalog, against a fake provider behind streamtap. CMD gets "
                     "OPENAI_BASE_URL (ending in /v1), ANTHROPIC_BASE_URL and STREAMTAP_BASE_URL; "
                     "{base_url} in ARGS becomes the one that fits the dialect. Grades: ok, "
                     "raised, recovered, SILENT (exit 0 although every request broke at the "
                     "wire), HUNG (killed at --timeout). Exit status 1 when a grade breaks its "
-                    "expectation (or a grade pinned with --expect), 2 when the probe cannot run.")
+                    "expectation (or a grade pinned with --expect), 2 when the probe cannot run. "
+                    "With --from, CMD meets `streamtap repro` folders' recorded failures "
+                    "instead of the catalog.")
     probe.add_argument("--endings", metavar="A,B", help="only these endings (see --list)")
+    probe.add_argument("--from", dest="from_dirs", action="append", metavar="DIR",
+                       help="a `streamtap repro` folder: its recorded failure replaces the "
+                            "catalog, graded as `repro:<trace id>`, and its dialect sets "
+                            "--dialect (repeatable; one dialect per run)")
     probe.add_argument("--dialect", choices=ALL_DIALECTS,
                        help="the client's dialect (default: that of its first request)")
     probe.add_argument("--once", action="store_true",
@@ -49,7 +55,7 @@ def _catalog_lines(catalog) -> list[str]:
     for ending in catalog.endings:
         dialects = "all" if len(ending.dialects) == len(ALL_DIALECTS) else ",".join(ending.dialects)
         pending = f"  [{ending.pending}]" if ending.pending else ""
-        lines.append(f"{ending.name:28} {dialects:46} {ending.fault}\n"
+        lines.append(f"{ending.name:28} {dialects:46} {ending.made_by}\n"
                      f"{'':28} expect: {ending.expect.says}{pending}")
     return lines
 
@@ -71,18 +77,24 @@ def _pins(path: str | None) -> dict:
 def cmd_probe(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.probe.catalog import Catalog, CatalogError
     from streamtap.diagnostics.views.probe import markdown, text_table
+    from streamtap.proxy.probe.repros import repro_rows
     from streamtap.proxy.probe.run import ProbeError, ProbeOptions, Probe
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
-        catalog = Catalog().pick(args.endings.split(",") if args.endings else None)
+        catalog, dialect = Catalog(), args.dialect
+        if args.from_dirs:
+            catalog, dialect = repro_rows(args.from_dirs, args.dialect)
+        catalog = catalog.pick(args.endings.split(",") if args.endings else None)
         if args.list:
             print("\n".join(_catalog_lines(catalog)))
             return 0
         if not args.timeout > 0:
             raise ValueError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
-        options = ProbeOptions(command, catalog, args.dialect, args.once, args.timeout,
-                               trace_dir_of(args), args.session, _pins(args.expect))
+        options = ProbeOptions(command, catalog, dialect, args.once, args.timeout,
+                               trace_dir_of(args), args.session, _pins(args.expect),
+                               dialect_named_by="" if args.dialect or not args.from_dirs
+                               else "the repro folders")
         result = Probe(options).run()
     except (CatalogError, ProbeError, ValueError) as exc:
         print(f"streamtap probe: {exc}", file=sys.stderr)

@@ -31,9 +31,17 @@ def base_url(fixture: StreamtapFixture, dialect: str | None) -> str:
 @contextlib.contextmanager
 def armed(fixture: StreamtapFixture, ending: Ending | None, once: bool) -> Iterator[None]:
     """While inside: the fake answers as the row says and its fault fires on every request (or
-    on the first one only, `once`). None arms nothing: a complete stream, as the request asks."""
+    on the first one only, `once`); a row with a sample has the fake serve it instead. None arms
+    nothing: a complete stream, as the request asks."""
     if ending is None:
         yield
+        return
+    if ending.sample is not None:
+        fixture.fake.serve_sample(ending.sample, name=ending.name, times=1 if once else None)
+        try:
+            yield
+        finally:
+            fixture.fake.serve_sample(None)
         return
     fixture.fake.answer_with(ending.answer)
     handle = fixture.fault(f"{ending.fault}; times={1 if once else 0}")
@@ -92,7 +100,15 @@ def observe(fixture: StreamtapFixture, ending: Ending | None, once: bool, seen: 
             call: Callable[[], Run], session: str | None = None) -> tuple[Run, list[Record]]:
     """Run the client (`call` returns what its run did) with `ending` armed; that Run with the
     attempts its requests made, and their records."""
+    served = len(fixture.fake.served) if fixture.fake is not None else 0
     with armed(fixture, ending, once):
         run = call()
         records = new_records(fixture, seen, session)
-    return dataclasses.replace(run, attempts=attempts(records)), records
+    made = attempts(records)
+    if ending is not None and ending.sample is not None:
+        # No fault rule to fire: the ending came in the requests the fake served the sample to
+        # (the first ones: with `once`, a retry gets a complete stream).
+        answered = sum(one.name == ending.name for one in fixture.fake.served[served:])
+        made = tuple(dataclasses.replace(attempt, fault_fired=index < answered)
+                     for index, attempt in enumerate(made))
+    return dataclasses.replace(run, attempts=made), records

@@ -42,6 +42,7 @@ class ProbeOptions:
     trace_dir: str = "./streamtap-traces"
     session: str | None = None  # default: probe-YYYYMMDD-HHMMSS
     pinned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dialect_named_by: str = ""  # who set `dialect` when not the user (`--from`'s folders)
 
 
 def run_client(argv: list[str], env: dict[str, str], timeout_s: float) -> Run:
@@ -99,7 +100,7 @@ class Probe:
         try:
             return baseline_dialect(run, [spoken_dialect(record) for record in records],
                                     first_request(records), self.options.dialect,
-                                    self.options.timeout_s)
+                                    self.options.timeout_s, self.options.dialect_named_by)
         except BaselineError as exc:
             raise ProbeError(str(exc)) from None
 

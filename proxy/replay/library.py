@@ -98,19 +98,30 @@ def sample_name(path: Path) -> str:
     return name[:-len(SUFFIX)] if name.endswith(SUFFIX) else path.stem
 
 
-def load_one(path: Path, named_file: bool = False) -> Loaded:
+def playable(name: str, sample: object, path: Path | None = None) -> Loaded:
+    """A sample checked and rebuilt, ready to serve; or ReplayError naming its file (else its
+    name) and what to do."""
+    where = path or name
     try:
-        sample = check_sample(json.loads(path.read_text(encoding="utf-8")))
-    except OSError as exc:
-        raise ReplayError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
-    except (ValueError, SampleError) as exc:
-        raise ReplayError(f"{path}: not a usable sample: {exc}") from exc
+        sample = check_sample(sample)
+    except SampleError as exc:
+        raise ReplayError(f"{where}: not a usable sample: {exc}") from exc
     try:
-        loaded = Loaded.from_sample(sample_name(path), sample, path)
+        return Loaded.from_sample(name, sample, path)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise ReplayError(f"{path}: the sample's frames or shapes are malformed "
+        raise ReplayError(f"{where}: the sample's frames or shapes are malformed "
                           f"({type(exc).__name__}: {exc}); export it again with "
                           "`streamtap samples export`") from exc
+
+
+def load_one(path: Path, named_file: bool = False) -> Loaded:
+    try:
+        sample = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read it: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise ReplayError(f"{path}: not a usable sample: {exc}") from exc
+    loaded = playable(sample_name(path), sample, path)
     loaded.named_file = named_file
     return loaded
 

@@ -16,7 +16,8 @@ from streamtap.diagnostics.samples.scripted import ScriptError, default_answer, 
 
 from streamtap.proxy.replay.choose import Ask, Choice, Chooser
 from streamtap.proxy.replay.corpus import bundled_samples_dir
-from streamtap.proxy.replay.library import Loaded, ReplayError, load_library, sample_name
+from streamtap.proxy.replay.library import (Loaded, ReplayError, load_library, playable,
+                                            sample_name)
 from streamtap.proxy.replay.samplestore import ExportError, sample_files
 from streamtap.proxy.replay.server import SHUTDOWN_GRACE_S, build_replay_app
 from streamtap.proxy.serve.run import listen
@@ -61,6 +62,8 @@ class _FakeChooser:
         self._library: Chooser | None = None
         self.served: list[Served] = []
         self.answer: str | None = None  # `text` or `tool_call` whatever a request asks for
+        self.standing: Loaded | None = None  # answers its dialect's requests (serve_sample)
+        self.standing_left: int | None = None  # how many more; None: every one
 
     @property
     def library(self) -> Chooser:
@@ -82,6 +85,13 @@ class _FakeChooser:
         if ask.sample is not None or (ask.model in self.names
                                       and self.library.by_name(ask.model)):
             return self.library.choose(ask)
+        standing = self.standing
+        if standing is not None and standing.answers_dialect == ask.dialect:
+            if self.standing_left is not None:
+                self.standing_left -= 1
+                if self.standing_left <= 0:
+                    self.standing = None
+            return Choice(standing, "the sample it was told to serve")
         for script in list(self.scripted):
             if script.loaded.answers_dialect == ask.dialect:
                 self.scripted.remove(script)
@@ -107,7 +117,8 @@ class FakeProvider(Background):
     least 8 pieces) when it defines tools, else a text answer of at least 10 deltas, both ending
     normally. A request can also ask for a sample by name or ending, with its `model` or the
     `x-streamtap-sample` header: from `samples` (files or folders; default: the corpus that
-    ships with streamtap), played at `speed`.
+    ships with streamtap), played at `speed`. `serve_sample(...)` has one sample answer its
+    dialect's requests (`streamtap probe --from DIR` serves a repro's so).
 
     Use it as a context manager (`with` or `async with`); the server runs on its own thread.
     """
@@ -171,6 +182,23 @@ class FakeProvider(Background):
         if kind not in (None, "text", "tool_call"):
             raise ValueError(f"answer_with takes 'text', 'tool_call' or None, got {kind!r}")
         self._chooser.answer = kind
+
+    def serve_sample(self, sample: dict | None, *, name: str = "served",
+                     times: int | None = None) -> None:
+        """Answer the requests of `sample`'s dialect with it (a content-free sample, as
+        `streamtap samples export` and `streamtap repro` write; it ends as it says): every one
+        from now on, or the next `times`; None stops. A request that names a sample still gets
+        the one it names. A sample that cannot be served raises ValueError saying why."""
+        if times is not None and times < 1:
+            raise ValueError(f"times must be 1 or more (None: every request), got {times}")
+        loaded = None
+        if sample is not None:
+            try:
+                loaded = playable(name, sample)
+            except ReplayError as exc:
+                raise ValueError(str(exc)) from None
+        self._chooser.standing_left = times
+        self._chooser.standing = loaded
 
     @property
     def url(self) -> str:
