@@ -18,7 +18,7 @@ from streamtap.proxy.replay.corpus import bundled_samples_dir
 from streamtap.proxy.replay.library import load_one
 from tests.fakeprovider import FakeProvider, Scenario
 from tests.proxyproc import ProxyProcess
-from tests.readme import section, shell_blocks
+from tests.readme import code_blocks, section, shell_blocks
 from tests.streams import anthropic_text_stream, chat_text_stream, responses_text_stream
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,7 +129,8 @@ class Shell:
     def run(self, command: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-c", self.prelude + command], cwd=REPO,
                               capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+                              env={**os.environ, "OPENAI_API_KEY": "sk-test",
+                                   "ANTHROPIC_API_KEY": "sk-ant-test"})
 
 
 def test_the_fault_rules_list_every_event_kind_and_document_name():
@@ -235,6 +236,21 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
     assert next_command("streamtap fault clear").returncode == 0
     assert armed_list(shell.run("streamtap fault list")) == []
     assert next(commands, None) is None, "a documented command this test does not check"
+
+
+def test_the_curl_example_of_pointing_clients_runs_as_written(readme_proxy):
+    """The whole block as a shell runs it (its JSON body spans two lines): an Anthropic stream
+    through the proxy, recorded under the session its header names, the key not recorded."""
+    proxy = readme_proxy
+    (block,) = code_blocks("Pointing clients at it", "sh")
+    before = len(list((proxy.trace_dir / "my-debug-run").glob("*.json")))
+    result = Shell(proxy.port).run(block)
+    assert result.returncode == 0, result.stderr
+    assert "event: message_stop" in result.stdout
+    record = proxy.records("my-debug-run", before + 1)[-1]
+    assert (record["route"], record["request"]["model"], record["outcome"]["boundary"]) == (
+        "anthropic", "claude-sonnet-4-5", "none")
+    assert "x-api-key" not in record["request"]["headers"]
 
 
 def armed_list(result: subprocess.CompletedProcess) -> list[dict]:
