@@ -1,6 +1,6 @@
 // A chat completion streamed with Node's built-in fetch, read the way many hand-written clients
 // read it: the body's SSE lines, each `data:` parsed as JSON, text and tool-call arguments
-// joined, `[DONE]` awaited but not required. For `streamtap probe` (README "Probing your client"):
+// joined, `[DONE]` awaited but not required. For `streamtap probe` (docs/clients.md):
 //   streamtap probe -- node examples/probe-fetch-client.mjs
 // It uses $OPENAI_BASE_URL (streamtap sets it) and gives up after 2 s without a byte.
 const base = process.env.OPENAI_BASE_URL ?? "https://api.openai.com/v1";

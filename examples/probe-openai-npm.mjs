@@ -1,5 +1,5 @@
 // A chat completion streamed with the official `openai` npm package, for `streamtap probe`
-// (README "Probing your client"). Run it from a folder where `npm install openai` was done:
+// (docs/clients.md). Run it from a folder where `npm install openai` was done:
 //   streamtap probe -- node probe-openai-npm.mjs
 // The SDK reads OPENAI_BASE_URL and OPENAI_API_KEY (streamtap sets both); it times out after
 // 2 s and retries as it does by default (twice).

@@ -1,6 +1,6 @@
-"""A small agent turn with the openai Python SDK, for `streamtap probe` (see README "Probing
-your client"): it streams one chat completion, with a tool the model may call, and prints the
-text and any tool call. The SDK reads OPENAI_BASE_URL and OPENAI_API_KEY; it times out after 2 s
+"""A small agent turn with the openai Python SDK, for `streamtap probe` (see docs/clients.md,
+"Probing your client"): it streams one chat completion, with a tool the model may call, and prints
+the text and any tool call. The SDK reads OPENAI_BASE_URL and OPENAI_API_KEY; it times out after 2 s
 of silence and retries as it does by default (twice).
 
     streamtap probe -- python examples/probe_openai_client.py

@@ -5,7 +5,6 @@ without its terminal event through streamtap, raises nothing, and the record, th
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import openai
 
@@ -14,6 +13,7 @@ from streamtap.diagnostics.verdict.client_sees import SENTENCES, VALUES
 from streamtap.proxy.readout import commands
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session
+from tests.readme import section
 from tests.streams import chat_text_stream
 from tests.test_endings import node_read
 
@@ -87,7 +87,7 @@ def test_ls_failed_lists_a_quiet_failure_even_when_the_verdict_is_ok(tmp_path, c
 
 
 def test_readme_record_table_names_every_value():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `outcome` |"))
+    table = section("What a trace record holds")
+    row = next(line for line in table.splitlines() if line.startswith("| `outcome` |"))
     for word in ("client_sees", "normalized_finish_reason", *VALUES, *finish_reasons.VALUES):
         assert f"`{word}`" in row, word

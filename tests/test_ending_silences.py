@@ -206,5 +206,5 @@ def test_readme_names_every_ending_code_threshold_and_client_default():
     for row in CLIENT_DEFAULTS:
         assert f"{row.ms / 1000:g} s" in text, row
         assert row.setting == "timeout" or f"`{row.setting}`" in text, row
-    faults = " ".join(section("Reproducing a gateway disconnect").split())
+    faults = " ".join(section("Fault rules: actions, triggers, examples").split())
     assert "`hold`" in faults and "`heartbeat_ms`" in faults

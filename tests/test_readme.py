@@ -1,5 +1,6 @@
 """README is a contract: CI runs exactly its test command, and every shell example of the fault
-section runs as written against a local fake provider, doing what the section says."""
+sections (README's first example, then docs/faults.md's) runs as written against a local fake
+provider, doing what the section says."""
 
 import json
 import os
@@ -17,16 +18,14 @@ from streamtap.proxy.replay.corpus import bundled_samples_dir
 from streamtap.proxy.replay.library import load_one
 from tests.fakeprovider import FakeProvider, Scenario
 from tests.proxyproc import ProxyProcess
-from tests.readme import section, shell_blocks
+from tests.readme import code_blocks, section, shell_blocks
 from tests.streams import anthropic_text_stream, chat_text_stream, responses_text_stream
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def quick_start_commands() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.+?)\n```", section)
+    return shell_blocks("Quick start", document="README.md")
 
 
 def test_quick_start_has_a_serve_and_a_test_command():
@@ -74,8 +73,9 @@ def test_example_fault_rule_arms_once_uncommented(tmp_path):
                                                  "event:tool_input_delta:5")
 
 
-# -- "Reproducing a gateway disconnect": every shell example, run as written -------------------
-FAULTS = "Reproducing a gateway disconnect"
+# -- "Reproducing a gateway disconnect" and the fault rules: every shell example, as written -----
+FAULTS = "Reproducing a gateway disconnect"  # README: the first example
+FAULT_RULES = "Fault rules: actions, triggers, examples"  # docs/faults.md: the rest
 
 
 # What `streamtap replay` answers a chat request that defines tools: a call in 12 argument
@@ -129,11 +129,12 @@ class Shell:
     def run(self, command: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-c", self.prelude + command], cwd=REPO,
                               capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+                              env={**os.environ, "OPENAI_API_KEY": "sk-test",
+                                   "ANTHROPIC_API_KEY": "sk-ant-test"})
 
 
-def test_readme_lists_every_event_kind_and_documents_name():
-    text = " ".join(section(FAULTS).split())
+def test_the_fault_rules_list_every_event_kind_and_document_name():
+    text = " ".join(section(FAULT_RULES).split())
     for kind in EVENT_KINDS:
         assert f"`{kind}`" in text
     assert "`--name`" in text and "`--replace`" in text
@@ -142,7 +143,7 @@ def test_readme_lists_every_event_kind_and_documents_name():
 def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_proxy):
     proxy = readme_proxy
     shell = Shell(proxy.port)
-    commands = iter(shell_blocks(FAULTS))
+    commands = iter(shell_blocks(FAULTS, document="README.md") + shell_blocks(FAULT_RULES))
 
     def next_command(starts: str) -> subprocess.CompletedProcess:
         command = next(commands)
@@ -234,7 +235,22 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
     assert next_command("streamtap fault remove stall").returncode == 0
     assert next_command("streamtap fault clear").returncode == 0
     assert armed_list(shell.run("streamtap fault list")) == []
-    assert next(commands, None) is None, "a README command this test does not check"
+    assert next(commands, None) is None, "a documented command this test does not check"
+
+
+def test_the_curl_example_of_pointing_clients_runs_as_written(readme_proxy):
+    """The whole block as a shell runs it (its JSON body spans two lines): an Anthropic stream
+    through the proxy, recorded under the session its header names, the key not recorded."""
+    proxy = readme_proxy
+    (block,) = code_blocks("Pointing clients at it", "sh")
+    before = len(list((proxy.trace_dir / "my-debug-run").glob("*.json")))
+    result = Shell(proxy.port).run(block)
+    assert result.returncode == 0, result.stderr
+    assert "event: message_stop" in result.stdout
+    record = proxy.records("my-debug-run", before + 1)[-1]
+    assert (record["route"], record["request"]["model"], record["outcome"]["boundary"]) == (
+        "anthropic", "claude-sonnet-4-5", "none")
+    assert "x-api-key" not in record["request"]["headers"]
 
 
 def armed_list(result: subprocess.CompletedProcess) -> list[dict]:

@@ -1,4 +1,5 @@
-"""README's Development section: its mutation command runs, verbatim, and prints what it says."""
+"""docs/development.md's Development section: its mutation command runs, verbatim, and prints what
+it says."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""README's "Metrics" section: its commands run verbatim (the serve commands on their default
-ports when those are free on this shared machine), and its PromQL is what
+"""docs/otlp-and-metrics.md's "Metrics" section: its commands run verbatim (the serve commands on
+their default ports when those are free on this shared machine), and its PromQL is what
 tests/test_prometheus_e2e.py asks a real Prometheus."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""README's "Probing your client" section, run as written: its three `streamtap probe` commands
-verbatim against the Node fetch example (the table README shows must be the grades the probe
-prints), and its pytest example in a pytest run of its own."""
+"""docs/clients.md's "Probing your client" section, run as written: its three `streamtap probe`
+commands verbatim against the Node fetch example (the table it shows must be the grades the
+probe prints), and its pytest example in a pytest run of its own."""
 
 import json
 import re

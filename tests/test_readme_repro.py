@@ -1,7 +1,7 @@
-"""README's `streamtap repro` section, run verbatim in a fresh folder: the demo records failures,
-`repro --last --failed` writes the newest as a folder, its pytest and node:test files pass,
-`streamtap probe --from` grades the fetch example SILENT on it, and `streamtap replay` on the folder
-serves the case (a clean close without the terminal event) on the port README names."""
+"""docs/clients.md's `streamtap repro` section, run verbatim in a fresh folder: the demo records
+failures, `repro --last --failed` writes the newest as a folder, its pytest and node:test files
+pass, `streamtap probe --from` grades the fetch example SILENT on it, and `streamtap replay` on the
+folder serves the case (a clean close without the terminal event) on the port it names."""
 
 import os
 import re

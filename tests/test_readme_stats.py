@@ -1,5 +1,5 @@
-"""README's "Failure rates" commands, run verbatim in a fresh folder, print the output README shows:
-the same counts and rates, the same columns and notes (timings differ run to run, their shape
+"""docs/reading.md's "Failure rates" commands, run verbatim in a fresh folder, print the output it
+shows: the same counts and rates, the same columns and notes (timings differ run to run, their shape
 does not)."""
 
 import re

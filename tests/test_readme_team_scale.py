@@ -1,5 +1,6 @@
-"""README's "Team scale" section: its config lines load, and its commands run verbatim (the
-screenshot command runs in tests/test_phoenix_e2e.py, next to the Phoenix it needs)."""
+"""docs/otlp-and-metrics.md's "Team scale" section: its config lines load, and its commands run
+verbatim (the screenshot command runs in tests/test_phoenix_e2e.py, next to the Phoenix it
+needs)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""README's "Dialects and endpoints recognised" and "Stale upstream connections" sections say what
-the code does: every endpoint row is matched by the endpoint table, and the numbers are the
+"""docs/record.md's "Dialects and endpoints recognised" and "Stale upstream connections" sections
+say what the code does: every endpoint row is matched by the endpoint table, and the numbers are the
 code's."""
 
 from __future__ import annotations
