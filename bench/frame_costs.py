@@ -36,7 +36,7 @@ from streamtap.diagnostics.decode.sse import SseDecoder  # noqa: E402
 from streamtap.diagnostics.dialects.openai_chat import OpenAIChat  # noqa: E402
 from streamtap.diagnostics.record.recorder import Ending, Recorder  # noqa: E402
 from streamtap.diagnostics.record.shapes import ShapeTable  # noqa: E402
-from streamtap.diagnostics.verdict.stream import StreamState  # noqa: E402
+from streamtap.diagnostics.dialects.stream import StreamState  # noqa: E402
 
 PER_READ_BULK = 200
 

@@ -41,9 +41,9 @@ from mutants import (Mutant, apply_mutant, find_mutants, import_mutated, import_
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "bench" / "mutation_equivalents.toml"
 VERDICT_MODULES = (
-    "diagnostics/verdict/classify.py", "diagnostics/verdict/stream.py",
-    "diagnostics/record/redact.py", "diagnostics/record/secrets.py",
-    "diagnostics/decode/sse.py", "diagnostics/decode/triggers.py", "proxy/faults/rules.py",
+    "diagnostics/verdict/classify.py", "diagnostics/dialects/stream.py",
+    "diagnostics/redaction/redact.py", "diagnostics/redaction/secrets.py",
+    "diagnostics/decode/sse.py", "diagnostics/faults/triggers.py", "diagnostics/faults/rules.py",
     "diagnostics/dialects/openai_chat.py", "diagnostics/dialects/openai_responses.py",
     "diagnostics/dialects/anthropic_messages.py", "diagnostics/dialects/gemini.py",
     "diagnostics/dialects/ollama_ndjson.py", "diagnostics/dialects/errorframes.py",

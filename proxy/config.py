@@ -15,10 +15,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from streamtap.diagnostics.dialects import DIALECT_NAMES
+from streamtap.diagnostics.faults.rules import (FaultError, FaultRule, check_route_match,
+                                                rule_from_mapping)
 from streamtap.diagnostics.views.genai_conventions import (LATEST, SEMCONV_OPT_IN_VARIABLE, V1_41,
                                                            vocabulary)
-
-from streamtap.proxy.faults.rules import FaultError, FaultRule, check_route_match, rule_from_mapping
 
 
 class ConfigError(ValueError):

@@ -8,7 +8,7 @@ import sys
 
 import structlog
 
-from streamtap.diagnostics.record.redact import scrub
+from streamtap.diagnostics.redaction.redact import scrub
 from streamtap.diagnostics.verdict.errors import describe, errno_name
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from streamtap.proxy.serve import sockets
+from streamtap.proxy.connection import sockets
 from streamtap.proxy.serve.passthrough import PassThroughResponse
 
 

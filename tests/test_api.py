@@ -13,7 +13,7 @@ import pytest
 
 from streamtap import FakeProvider, Proxy, ScriptError
 from streamtap.proxy.config import ConfigError
-from streamtap.proxy.faults.rules import FaultError
+from streamtap.diagnostics.faults.rules import FaultError
 
 WEATHER = {"name": "get_weather", "arguments": {"city": "Paris"}}
 PATHS = {"openai-chat": ("openai", "/v1/chat/completions"),

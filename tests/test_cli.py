@@ -8,8 +8,8 @@ import pytest
 
 from streamtap import __version__
 from streamtap.proxy.cli import build_parser, main
-from streamtap.proxy.faults.rules import ACTIONS
-from streamtap.diagnostics.verdict.events import EVENT_KINDS
+from streamtap.diagnostics.faults.rules import ACTIONS
+from streamtap.diagnostics.dialects.events import EVENT_KINDS
 from tests.proxyproc import REPO
 
 

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from streamtap.proxy.config import Config, ConfigError, from_mapping
-from streamtap.proxy.faults.rules import FaultBook, FaultError, rule_from_mapping
+from streamtap.diagnostics.faults.rules import FaultBook, FaultError, rule_from_mapping
 from streamtap.proxy.serve.run import banner
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session

@@ -13,7 +13,7 @@ import anthropic
 import openai
 import pytest
 
-from streamtap.diagnostics.verdict.events import EVENT_KINDS
+from streamtap.diagnostics.dialects.events import EVENT_KINDS
 from streamtap.proxy.replay.corpus import bundled_samples_dir
 from streamtap.proxy.replay.library import load_one
 from tests.fakeprovider import FakeProvider, Scenario
@@ -54,7 +54,7 @@ def test_example_config_loads_and_documents_every_option():
 
 
 def test_example_config_documents_every_fault_key():
-    from streamtap.proxy.faults.rules import _RULE_KEYS
+    from streamtap.diagnostics.faults.rules import _RULE_KEYS
 
     text = (REPO / "config.example.toml").read_text()
     for key in _RULE_KEYS:

@@ -25,7 +25,7 @@ def test_the_mutation_command_runs_and_reports_per_module_and_in_total():
                           timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert re.fullmatch(r"diagnostics/verdict/stream\.py +\d+ +\d+ +\d+ +\d+ +\d+ +\d+ +\d+%",
+    assert re.fullmatch(r"diagnostics/dialects/stream\.py +\d+ +\d+ +\d+ +\d+ +\d+ +\d+ +\d+%",
                         lines[-2]), lines[-2]
     final = re.fullmatch(r"mutation: (\d+)/(\d+) killed \((\d+)%\) in \d+ s; \d+ equivalent, "
                          r"(\d+) not run", lines[-1])
@@ -34,7 +34,7 @@ def test_the_mutation_command_runs_and_reports_per_module_and_in_total():
     assert judged > 0 and killed > 0
     for line in lines:
         if line.startswith("  survived "):
-            assert re.fullmatch(r"  survived diagnostics/verdict/stream\.py:\d+: .+ -> .+", line)
+            assert re.fullmatch(r"  survived diagnostics/dialects/stream\.py:\d+: .+ -> .+", line)
     assert "not run by CI" in section("Development")
 
 
@@ -76,18 +76,18 @@ def test_an_empty_line_map_is_an_error_and_never_cached(tmp_path, monkeypatch):
     # mutant as "no test reaches it" (4/104 killed).
     mutate = _mutate_module()
     monkeypatch.setattr(mutate, "CACHE_DIR", tmp_path)
-    empty = ({"diagnostics/verdict/stream.py": {12: set(), 13: set()}},
+    empty = ({"diagnostics/dialects/stream.py": {12: set(), 13: set()}},
              {"tests/unit/test_stream_state.py::test_a": 0.01}, 0)
     monkeypatch.setattr(mutate, "_run_map", lambda paths, tests: empty)
-    with pytest.raises(mutate.EmptyMap, match="no line of diagnostics/verdict/stream.py"):
-        mutate.map_tests(["diagnostics/verdict/stream.py"], ["tests/unit/test_stream_state.py"])
+    with pytest.raises(mutate.EmptyMap, match="no line of diagnostics/dialects/stream.py"):
+        mutate.map_tests(["diagnostics/dialects/stream.py"], ["tests/unit/test_stream_state.py"])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_cached_map_that_is_empty_or_partial_is_made_again(tmp_path, monkeypatch):
     mutate = _mutate_module()
     monkeypatch.setattr(mutate, "CACHE_DIR", tmp_path)
-    paths, tests = ["diagnostics/verdict/stream.py"], ["tests/unit/test_stream_state.py"]
+    paths, tests = ["diagnostics/dialects/stream.py"], ["tests/unit/test_stream_state.py"]
     good = ({paths[0]: {12: {"tests/unit/test_stream_state.py::test_a"}}},
             {"tests/unit/test_stream_state.py::test_a": 0.01}, 0)
     runs = []
@@ -95,7 +95,7 @@ def test_a_cached_map_that_is_empty_or_partial_is_made_again(tmp_path, monkeypat
     assert mutate.map_tests(paths, tests)[0] == good[0]
     assert mutate.map_tests(paths, tests)[0] == good[0] and len(runs) == 1  # read back
     (cached,) = tmp_path.iterdir()
-    cached.write_text('{"lines": {"diagnostics/verdict/stream.py": {"12": []}}, '
+    cached.write_text('{"lines": {"diagnostics/dialects/stream.py": {"12": []}}, '
                       '"durations": {"t": 0.1}}')
     assert mutate.map_tests(paths, tests)[0] == good[0] and len(runs) == 2
 

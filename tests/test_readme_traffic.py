@@ -53,8 +53,8 @@ def test_readme_states_the_pool_idle_time():
 
 
 def test_readme_names_every_field_of_a_tool_entry():
-    from streamtap.diagnostics.verdict.arguments import NOT_JSON_TEXT, TOO_LARGE
-    from streamtap.diagnostics.verdict.stream import ToolCall
+    from streamtap.diagnostics.dialects.arguments import NOT_JSON_TEXT, TOO_LARGE
+    from streamtap.diagnostics.dialects.stream import ToolCall
 
     record_table = section("What a trace record holds")
     for name in ToolCall(0, None, 0.0).as_dict():

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from streamtap.diagnostics.record import secrets
+from streamtap.diagnostics.redaction import secrets
 from streamtap.diagnostics.record.recorder import Ending, Recorder
-from streamtap.diagnostics.record.redact import REDACTED, redact_path, safe_id, scrub
+from streamtap.diagnostics.redaction.redact import REDACTED, redact_path, safe_id, scrub
 
 # (pattern that alone catches it, text, the key inside the text). Each example is shaped so that
 # only its own pattern catches it (short bodies, separators): deleting that pattern fails it.

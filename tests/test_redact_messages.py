@@ -9,8 +9,8 @@ import pytest
 
 from streamtap.diagnostics.dialects.json_body import provider_error_summary
 from streamtap.diagnostics.dialects.base import error_fields
-from streamtap.diagnostics.record.messages import MAX_MESSAGE, provider_message
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.redaction.messages import MAX_MESSAGE, provider_message
+from streamtap.diagnostics.dialects.stream import StreamState
 
 PROMPT = "Summarise the quarterly numbers for ACME-CANARY"
 

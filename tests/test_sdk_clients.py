@@ -8,7 +8,7 @@ import anthropic
 import openai
 import pytest
 
-from streamtap.diagnostics.record.redact import REQUEST_HEADERS_KEPT
+from streamtap.diagnostics.redaction.redact import REQUEST_HEADERS_KEPT
 from tests.clients import RESPONSE_ID, responses_text_stream
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from streamtap.diagnostics.record.redact import safe_id
+from streamtap.diagnostics.redaction.redact import safe_id
 from streamtap.proxy.serve.passthrough import session_id_for
 from tests.clients import all_files, find_record, log_events, raw_request, wait_for
 from tests.fakeprovider import Scenario

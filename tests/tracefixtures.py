@@ -20,7 +20,7 @@ CANARY_QUERY = "CANARY-QUERY-9e9e"
 CANARIES = (CANARY_PROMPT, CANARY_KEY, CANARY_COOKIE, CANARY_QUERY, "CANARY-OUTPUT-5d1e",
             "CANARY-ARG-77b0")
 HOSTILE_MESSAGE = "<script>document.title='pwned'</script> <img src=x onerror=alert(1)>"
-# What a record keeps of it (record/messages.py cuts quoted spans): still markup, which every
+# What a record keeps of it (redaction/messages.py cuts quoted spans): still markup, which every
 # view must show as text.
 HOSTILE_MESSAGE_KEPT = "<script>document.title=[quoted]</script> <img src=x onerror=alert(1)>"
 START = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)

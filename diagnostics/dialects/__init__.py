@@ -1,34 +1,17 @@
 """Provider dialects, and how one is chosen for a response.
 
-Dialects are looked up by name (the names are a contract: route config uses them) and imported
-on first use, so a stream only pays for the dialect it speaks.
+Dialects are looked up by name (registry.py: the names are a contract, route config uses them)
+and imported on first use, so a stream only pays for the dialect it speaks.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 
-from streamtap.diagnostics.dialects.base import Dialect, GenericSse, Opaque
+from streamtap.diagnostics.dialects.base import Dialect, Opaque
 from streamtap.diagnostics.dialects.json_body import JsonBody
+from streamtap.diagnostics.dialects.registry import DIALECT_NAMES, dialect_class  # noqa: F401
 from streamtap.diagnostics.dialects.sniff import SniffingSse
-
-# name -> (module, class). The module is imported the first time the dialect is needed.
-_DIALECTS: dict[str, tuple[str, str]] = {
-    "openai-chat": ("openai_chat", "OpenAIChat"),
-    "openai-responses": ("openai_responses", "OpenAIResponses"),
-    "anthropic-messages": ("anthropic_messages", "AnthropicMessages"),
-    "gemini": ("gemini", "Gemini"),
-    "gemini-array": ("gemini", "GeminiArray"),
-    "ollama-ndjson": ("ollama_ndjson", "OllamaNdjson"),
-}
-_BUILTIN: dict[str, type[Dialect]] = {
-    GenericSse.name: GenericSse,
-    JsonBody.name: JsonBody,
-    Opaque.name: Opaque,
-}
-# Names a user may configure on a route.
-DIALECT_NAMES = tuple(name for name in (*_DIALECTS, *_BUILTIN) if name != "gemini-array")
 
 # The endpoint table: every streaming endpoint a path can name, and its dialect. Patterns match
 # the end of the path (query dropped, trailing `/` ignored), so any gateway prefix in front of
@@ -59,21 +42,6 @@ SOURCE_SNIFF = "sniff"  # the first frames of an SSE stream (sniff.py)
 SOURCE_CONTENT_TYPE = "content-type"  # a JSON body, or NDJSON on an unknown path
 SOURCE_FALLBACK = "fallback"  # nothing told: plain `sse`, or bytes counted only (`unknown`)
 DIALECT_SOURCES = (SOURCE_ROUTE, SOURCE_PATH, SOURCE_SNIFF, SOURCE_CONTENT_TYPE, SOURCE_FALLBACK)
-
-
-def dialect_class(name: str | None) -> type[Dialect] | None:
-    """The dialect registered under `name`, or None."""
-    if not name:
-        return None
-    if name in _BUILTIN:
-        return _BUILTIN[name]
-    entry = _DIALECTS.get(name)
-    if entry is None:
-        return None
-    module = importlib.import_module(f"{__name__}.{entry[0]}")
-    cls = getattr(module, entry[1])
-    _BUILTIN[name] = cls
-    return cls
 
 
 def dialect_for_path(path: str) -> str | None:

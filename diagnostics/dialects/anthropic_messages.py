@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.dialects.base import (Dialect, compact_json, load_json,
                                                  unknown_shape_error, wrapped_error)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.decode.jsonarray import JsonArrayDecoder
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, Frame, NdjsonDecoder, SseDecoder
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.dialects.stream import StreamState
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
 # How the response body is cut into frames before a dialect sees them.
@@ -32,8 +33,6 @@ def frame_decoder(framing: str, max_line: int = DEFAULT_MAX_LINE, keep_fields: b
     if framing == FRAMING_NDJSON:
         return NdjsonDecoder(max_line)
     if framing == FRAMING_JSON_ARRAY:
-        from streamtap.diagnostics.decode.jsonarray import JsonArrayDecoder
-
         return JsonArrayDecoder(max_line)
     return None
 

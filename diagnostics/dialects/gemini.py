@@ -11,7 +11,7 @@ client must answer. An error chunk is read whole too: its `responseId` and usage
 
 from __future__ import annotations
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.dialects.base import (FRAMING_JSON_ARRAY, Dialect, compact_json,
                                                  load_json, unknown_shape_error, wrapped_error)

@@ -3,9 +3,9 @@ error fields from the body, never its content."""
 
 from __future__ import annotations
 
-from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.record.messages import provider_message
-from streamtap.diagnostics.verdict.stream import token
+from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.redaction.messages import provider_message
+from streamtap.diagnostics.dialects.stream import token
 from streamtap.diagnostics.dialects.base import FRAMING_BODY, Dialect, error_fields, load_json
 from streamtap.diagnostics.dialects.usage import normalize_usage
 
@@ -62,7 +62,7 @@ class JsonBody(Dialect):
 
 def provider_error_summary(fields: dict | None) -> dict:
     """The record's `error_type`/`error_code`/`error_message` from error fields: tokens, and a
-    message cut to one short sentence without quoted spans or keys (see record/messages.py). The
+    message cut to one short sentence without quoted spans or keys (see redaction/messages.py). The
     recorder settles the message again at the end, checked against the request's own values."""
     if not fields:
         return {}

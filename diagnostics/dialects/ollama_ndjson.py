@@ -8,9 +8,9 @@ is the provider's error inside a 200 stream.
 
 from __future__ import annotations
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.stream import StreamState
 from streamtap.diagnostics.dialects.base import (FRAMING_NDJSON, Dialect, compact_json, load_json,
                                                  unknown_shape_error, wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage

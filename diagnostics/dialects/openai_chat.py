@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.stream import StreamState
 from streamtap.diagnostics.dialects.base import (Dialect, load_json, unknown_shape_error,
                                                     wrapped_error)
 from streamtap.diagnostics.dialects.usage import normalize_usage

@@ -18,7 +18,8 @@ import json
 
 from streamtap.diagnostics.decode.sse import Frame
 from streamtap.diagnostics.dialects.base import Dialect, GenericSse
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.registry import dialect_class
+from streamtap.diagnostics.dialects.stream import StreamState
 
 SNIFF_FRAMES = 8
 # The sniffer decodes at most this much of a frame: an opening frame is small.
@@ -75,8 +76,6 @@ class SniffingSse(Dialect):
             if found is None:
                 self._undecided += 1
             else:
-                from streamtap.diagnostics.dialects import dialect_class
-
                 self._inner = dialect_class(found)(self.state)
                 self.sniffed = found
         return self._inner.on_frame(frame, t_ms)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from streamtap.diagnostics.record.secrets import scrub
+from streamtap.diagnostics.redaction.secrets import scrub
 
 MAX_LINE = 200  # one line, short: the error's name and message, never a dump
 # `TypeError: terminated`, `openai.APIConnectionError: Connection error.`, `Error: HTTP 500`

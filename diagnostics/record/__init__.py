@@ -1,1 +1,1 @@
-"""The trace record: the recorder that folds an exchange into it, its schema and versions, redaction, frame shapes and the request summary."""
+"""The trace record: the recorder that folds an exchange into it, its schema and versions, frame shapes and the request summary."""

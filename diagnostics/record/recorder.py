@@ -11,23 +11,24 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.verdict.classify import SLOWING_FAULTS, Facts, classify
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
                                                   field_line_error, frame_decoder)
 from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_summary
-from streamtap.diagnostics.record.echoes import RequestEchoes, remove_credentials_everywhere
-from streamtap.diagnostics.record.messages import settle_messages
+from streamtap.diagnostics.redaction.echoes import RequestEchoes, remove_credentials_everywhere
+from streamtap.diagnostics.redaction.messages import settle_messages
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
-from streamtap.diagnostics.record.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers,
-                     query_keys, redact_path)
+from streamtap.diagnostics.redaction.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT,
+                                                    find_request_id, keep_headers, query_keys,
+                                                    redact_path)
 from streamtap.diagnostics.record.request_summary import (keys_from_tail, summarize_partial_body,
                                                             summarize_request)
 from streamtap.diagnostics.record.shapes import DEFAULT_MAX_SHAPES, ShapeTable
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE, OTHER_FIELD
-from streamtap.diagnostics.verdict.stream import StreamState, token
+from streamtap.diagnostics.dialects.stream import StreamState, token
 from streamtap.diagnostics.verdict.outward import with_client_view
 
 TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "response_headers",

@@ -7,7 +7,7 @@ import json
 import re
 
 from streamtap.diagnostics.dialects.usage import dig as _get
-from streamtap.diagnostics.verdict.stream import token
+from streamtap.diagnostics.dialects.stream import token
 
 _GEMINI_MODEL = re.compile(r"/models/([^/:?]+)")
 MAX_TOOL_NAMES = 64

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 
-from streamtap.diagnostics.record.secrets import looks_like_key
+from streamtap.diagnostics.redaction.secrets import looks_like_key
 
 STR = "$str"  # any non-empty string that is not a kind name
 OBJ = "$obj"  # an object whose keys may be content (tool arguments, schemas)

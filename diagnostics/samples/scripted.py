@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from streamtap.diagnostics.decode.triggers import FrameScanner, TriggerError, parse_trigger
+from streamtap.diagnostics.faults.triggers import FrameScanner, TriggerError, parse_trigger
 from streamtap.diagnostics.dialects import choose_dialect
 from streamtap.diagnostics.samples.rebuild import FILLER, rebuild
 from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.decode.chunked import MALFORMATIONS
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import dialect_class as registered_dialect
+from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.dialects.arguments import TOO_LARGE
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
 from streamtap.diagnostics.verdict import silences
-from streamtap.diagnostics.verdict.arguments import TOO_LARGE
 from streamtap.diagnostics.verdict.proxylag import lag_explains
 
 SLOWING_FAULTS = ("delay", "throttle")
@@ -84,10 +85,8 @@ class Facts:
 
     @classmethod
     def from_record(cls, record: dict, state, ending) -> "Facts":
-        from streamtap.diagnostics.dialects import dialect_class as lookup
-
         stream = record["stream"]
-        dialect_class = lookup(record.get("dialect"))
+        dialect_class = registered_dialect(record.get("dialect"))
         tools = stream["tool_calls"]
         return cls(
             provider=record.get("provider") or record.get("route") or "the provider",

@@ -20,7 +20,7 @@ from operator import itemgetter
 from streamtap.diagnostics.record.index_fields import ABSENT, FieldReader, decode
 from streamtap.diagnostics.record.schema import INDEX_KEYS
 from streamtap.diagnostics.verdict.client_sees import VALUES as CLIENT_SEES
-from streamtap.diagnostics.verdict.events import BOUNDARIES
+from streamtap.diagnostics.dialects.events import BOUNDARIES
 
 # The index fields stats reads besides the one it groups by.
 COUNTED = ("ok", "boundary", "evidence", "client_sees", "terminal_after_error")

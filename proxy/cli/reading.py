@@ -162,6 +162,6 @@ def add_demo_command(commands) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from streamtap.proxy.readout.demo import demo
+    from streamtap.proxy.replay.demo import demo
 
     return demo(trace_dir_of(args), args.keep, args.port)

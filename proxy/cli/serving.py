@@ -7,12 +7,12 @@ import os
 import sys
 from dataclasses import replace
 
-from streamtap.diagnostics.decode.triggers import TRIGGER_HELP
-from streamtap.diagnostics.verdict.events import EVENT_KINDS
+from streamtap.diagnostics.faults.triggers import TRIGGER_HELP
+from streamtap.diagnostics.dialects.events import EVENT_KINDS
 from streamtap.proxy.config import (Config, ConfigError, Export, check_url, load_file,
                                     otlp_from_env, parse_route_flag, validate,
                                     check_layers)
-from streamtap.proxy.faults.rules import ACTIONS
+from streamtap.diagnostics.faults.rules import ACTIONS
 
 
 ACTION_HELP = {
@@ -169,7 +169,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
     import json
 
     from streamtap.proxy.faults.client import ControlError, call, rule_from_flags
-    from streamtap.proxy.faults.rules import FaultError
+    from streamtap.diagnostics.faults.rules import FaultError
 
     if args.fault_command is None:
         args.help_of.print_help()

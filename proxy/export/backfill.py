@@ -17,8 +17,8 @@ from streamtap.proxy.config import (Config, ConfigError, check_url, load_file, o
                                     Export)
 from streamtap.proxy.export.otlp import ExportUnavailable, OtlpExporter
 from streamtap.proxy.logs import configure_logging
-from streamtap.proxy.replay.samplestore import (ExportError, parse_since, read_records,
-                                                record_files, since_time)
+from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
+                                                  since_time, started_since)
 
 
 def add_otlp_export(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +71,7 @@ def run_otlp_export(args: argparse.Namespace) -> int:
             skipped += 1
             print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
             continue
-        if since is not None and not _started_since(record, since):
+        if not started_since(record, since):
             older += 1
             continue
         exporter.offer_waiting(record, timeout)
@@ -90,9 +90,3 @@ def run_otlp_export(args: argparse.Namespace) -> int:
         return 1
     return 0
 
-
-def _started_since(record: dict, since) -> bool:
-    try:
-        return parse_since(str(record.get("started_at"))) >= since
-    except ExportError:
-        return False

@@ -1,1 +1,1 @@
-"""Fault injection: rules and the book that holds them, the machinery that cuts, stalls or injects, endings, and the control-API client."""
+"""Fault injection on a live response: the machinery that cuts, stalls or injects, and the control-API client. The rules it carries out are in diagnostics/faults."""

@@ -6,7 +6,7 @@ import json
 import urllib.error
 import urllib.request
 
-from streamtap.proxy.faults.rules import FaultError
+from streamtap.diagnostics.faults.rules import FaultError
 
 DEFAULT_PROXY = "http://127.0.0.1:8787"
 

@@ -19,10 +19,10 @@ from aiohttp import hdrs, web
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.dialects.errorframes import (body_error_frame, error_body,
                                                          native_error_frame, wrapped_error_frame)
-from streamtap.diagnostics.decode.triggers import FrameScanner
+from streamtap.diagnostics.faults.rules import FaultRule
+from streamtap.diagnostics.faults.triggers import FrameScanner
 
-from streamtap.proxy.faults.endings import end_response, stall
-from streamtap.proxy.faults.rules import FaultRule
+from streamtap.proxy.connection.endings import end_response, stall
 
 
 # The record's `fault.fallback` when a frame outgrew what may be held back: the rule did not fire.

@@ -20,7 +20,7 @@ from streamtap.diagnostics.probe.catalog import Catalog
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge, skipped
 from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
-from streamtap.proxy.probe.cases import (base_url, first_request, new_records, observe,
+from streamtap.proxy.testing.probe_cases import (base_url, first_request, new_records, observe,
                                          spoken_dialect)
 from streamtap.proxy.testing.fixture import FAKE_KEYS, StreamtapFixture
 

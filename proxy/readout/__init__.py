@@ -1,1 +1,1 @@
-"""Reading traces back: ls, show, tail, the live page, the report, HAR export and the demo."""
+"""Reading traces back: ls, show, tail, the live page, the report and HAR export."""

@@ -3,7 +3,7 @@ finished requests, the live page, and one trace's view for the page to fetch.
 
 The proxy registers them with add_readout_routes(app, guard, trace_dir=...): `guard(handler)` is
 the control API's wrapper (proxy/serve/guard.py), so the read-out answers exactly whom the
-control API answers.
+control API answers; it is handed in, so that reading traces back sits below serving.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views.text import ls_cells
 from streamtap.proxy.readout.feed import Feed
-from streamtap.proxy.serve.guard import Handler
 
 PREFIX = "/_streamtap/"
 KEEPALIVE_S = 15.0  # an SSE comment this often, so idle connections are not reaped

@@ -1,1 +1,1 @@
-"""Replay: sample files on disk, and the fake provider that serves them."""
+"""Replay: sample files on disk, the fake provider that serves them, and the demo that replays them through a proxy."""

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from streamtap.diagnostics.record.redact import redact_path
+from streamtap.diagnostics.redaction.redact import redact_path
 from streamtap.diagnostics.samples.samples import ENDINGS
 
 from streamtap.proxy.replay.library import Loaded, request_dialect, request_streams

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
-from streamtap.proxy.readout.traces import TraceError, since_cutoff
+from streamtap.diagnostics.record.schema import upgrade
+from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
+                                                  since_time, started_since)
 from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample, sample_digest,
@@ -25,10 +24,6 @@ from streamtap.diagnostics.samples.samples import (SampleError, answered_by_stre
 
 SUFFIX = ".sample.json"
 _NUMBERED = re.compile(r"(?P<stem>.+)__(?P<n>\d+)\.sample\.json")
-
-
-class ExportError(ValueError):
-    """The export cannot start (no trace dir, bad --since, unwritable OUT); says what to do."""
 
 
 @dataclass
@@ -52,75 +47,6 @@ class ExportSummary:
             text.append(f"left out {self.filtered} record(s) older than --since")
         text.append(f"skipped {len(self.unreadable)} unreadable file(s)")
         return text
-
-
-def parse_since(text: str) -> datetime:
-    """An ISO 8601 time; without a zone it is UTC (as `started_at` in records is)."""
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ExportError(f"--since {text!r} is not an ISO 8601 time; write it like "
-                          "2025-06-01T12:00:00Z or 2025-06-01") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def since_time(text: str) -> datetime:
-    """--since as every command reads it: 30m, 1h or 2d ago, or an ISO time."""
-    try:
-        return parse_since(since_cutoff(text, datetime.now(timezone.utc)))
-    except TraceError as exc:
-        raise ExportError(str(exc)) from None
-
-
-def record_files(trace_dir: Path, session: str | None = None) -> list[Path]:
-    """Every `<session>/*.json` in a trace dir (one session's with `session`), oldest first."""
-    if not trace_dir.is_dir():
-        raise ExportError(f"trace dir {trace_dir} does not exist; pass the folder `streamtap "
-                          "serve --trace-dir` wrote to (default ./streamtap-traces)")
-    if session is not None:
-        folder = trace_dir / session
-        if not folder.is_dir():
-            known = sorted(p.name for p in trace_dir.iterdir() if p.is_dir())[:10]
-            raise ExportError(f"no session {session!r} in {trace_dir}; sessions there: "
-                              f"{', '.join(known) or 'none'}")
-        folders = [folder]
-    else:
-        folders = sorted(p for p in trace_dir.iterdir() if p.is_dir())
-    files = []
-    for folder in folders:
-        # Record names start with their UTC time, so a name sort is a time sort.
-        files += sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
-    return files
-
-
-def read_records(files: list[Path]) -> Iterator[tuple[Path, dict | None, str | None]]:
-    """`(path, record, None)` for each readable record, `(path, None, why)` for anything else."""
-    for path in files:
-        try:
-            record = json.loads(path.read_bytes())
-        except OSError as exc:
-            yield path, None, f"cannot read it: {exc.strerror or exc}"
-            continue
-        except ValueError as exc:
-            yield path, None, f"not JSON ({exc}); a record half-written by a crash, or not ours"
-            continue
-        if not isinstance(record, dict) or "trace_id" not in record:
-            yield path, None, "not a streamtap trace record (no trace_id)"
-            continue
-        try:
-            yield path, upgrade(record), None
-        except RecordVersionError as exc:
-            yield path, None, str(exc)
-
-
-def _since_ok(record: dict, since: datetime | None) -> bool:
-    if since is None:
-        return True
-    try:
-        started = parse_since(str(record.get("started_at")))
-    except ExportError:
-        return False
-    return started >= since
 
 
 def existing(out: Path) -> tuple[set[str], dict[str, int]]:
@@ -189,7 +115,7 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
         if record is None:
             summary.unreadable.append((path, why or "unreadable"))
             continue
-        if not _since_ok(record, since_at):
+        if not started_since(record, since_at):
             summary.filtered += 1
             continue
         if answered_by_streamtap(record):

@@ -15,8 +15,8 @@ from streamtap import __version__
 from streamtap.proxy.replay.choose import COMPLETE, Choice, Chooser, read_ask
 from streamtap.proxy.replay.corpus import bundled_samples_dir
 from streamtap.proxy.replay.library import Loaded, ReplayError, load_library
-from streamtap.proxy.serve import sockets
-from streamtap.proxy.faults.endings import end_response, stall
+from streamtap.proxy.connection import sockets
+from streamtap.proxy.connection.endings import end_response, stall
 from streamtap.proxy.serve.passthrough import PassThroughResponse
 from streamtap.proxy.serve.run import is_loopback, listen, ready_line, stop_on_signals
 

@@ -1,1 +1,1 @@
-"""Serving: the aiohttp application, the pass-through exchange and body relay, connection endings, watchdogs, the control API and start-up."""
+"""Serving: the aiohttp application, the pass-through exchange and body relay, watchdogs, the control API and start-up."""

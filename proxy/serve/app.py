@@ -18,7 +18,7 @@ from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.serve.looplag import LoopLag
 from streamtap.proxy.serve.metrics import metrics_handler
 from streamtap.proxy.export.prometheus import PrometheusMetrics
-from streamtap.proxy.faults.rules import FaultBook
+from streamtap.diagnostics.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
 from streamtap.proxy.serve.upstream import UpstreamPool, open_pool

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from streamtap.proxy.faults.rules import FaultBook, FaultError, rule_from_mapping
+from streamtap.diagnostics.faults.rules import FaultBook, FaultError, rule_from_mapping
 from streamtap.proxy.serve.guard import control_error as _error
 from streamtap.proxy.serve.guard import guarded, read_json
 

@@ -20,16 +20,17 @@ from yarl import URL
 
 from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
-from streamtap.diagnostics.record.redact import safe_id
+from streamtap.diagnostics.redaction.redact import safe_id
 
-from streamtap.proxy.serve import sockets, upload
+from streamtap.proxy.connection import sockets
+from streamtap.proxy.serve import upload
 from streamtap.proxy.serve.body import relay
 from streamtap.proxy.serve.body import tap as bodytap
 from streamtap.proxy.serve.passthrough import (PassThroughResponse, downstream_response_headers,
                                                 has_dot_dot_segment, proxy_error_response,
                                                 session_id_for, upstream_request_headers,
                                                 upstream_url_for)
-from streamtap.proxy.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
+from streamtap.diagnostics.faults.rules import FAULT_HEADER, FaultError, parse_fault_header
 from streamtap.proxy.faults.inject import FaultRun
 from streamtap.proxy.serve.upstream import Attempt
 from streamtap.proxy.serve.watchdog import Watchdog

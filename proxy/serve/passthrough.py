@@ -13,7 +13,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
-from streamtap.diagnostics.record.redact import redact_path, safe_id
+from streamtap.diagnostics.redaction.redact import redact_path, safe_id
 
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
 # recomputes it from the body it forwards, which is the body it received).

@@ -9,8 +9,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
-from streamtap.diagnostics.record.redact import hashed_id, safe_id
-from streamtap.diagnostics.record.secrets import looks_like_key
+from streamtap.diagnostics.redaction.redact import hashed_id, safe_id
+from streamtap.diagnostics.redaction.secrets import looks_like_key
 from streamtap.proxy.config import Route
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response

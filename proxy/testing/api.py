@@ -14,7 +14,8 @@ from pathlib import Path
 import structlog
 
 from streamtap.proxy.config import Config, Watchdog, from_mapping
-from streamtap.proxy.faults.rules import FaultBook, FaultRule, parse_fault_header, rule_from_mapping
+from streamtap.diagnostics.faults.rules import (FaultBook, FaultRule, parse_fault_header,
+                                                rule_from_mapping)
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.run import app_runner, listen
 from streamtap.proxy.store import TraceStore

@@ -13,7 +13,7 @@ from streamtap.diagnostics.probe.baseline import BaselineError, baseline_dialect
 from streamtap.diagnostics.probe.catalog import Catalog, Ending
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge
-from streamtap.proxy.probe.cases import first_request, observe, spoken_dialect
+from streamtap.proxy.testing.probe_cases import first_request, observe, spoken_dialect
 from streamtap.proxy.testing.fixture import StreamtapFixture
 
 DEFAULT_TIMEOUT_S = 30.0

@@ -11,7 +11,7 @@ import pytest
 from streamtap.diagnostics.dialects import openai_chat
 from streamtap.diagnostics.dialects.openai_chat import OpenAIChat
 from streamtap.diagnostics.decode.sse import Frame
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.stream import StreamState
 from tests.unit.dialect_feed import facts, feed, kinds, sse
 
 DONE = b"data: [DONE]\n\n"

@@ -1,4 +1,4 @@
-"""The by-value layer (record/echoes.py) through the Recorder: credentials of the request removed
+"""The by-value layer (redaction/echoes.py) through the Recorder: credentials of the request removed
 from every string of its record, runs of 8 the provider echoed from the body replaced by `[echo]`,
 a body too large to check dropping the message, and what it must not eat (model and tool names,
 the API's own field names, runs shorter than 8, route and dialect names)."""
@@ -6,10 +6,10 @@ the API's own field names, runs shorter than 8, route and dialect names)."""
 import base64
 import json
 
-from streamtap.diagnostics.record.echoes import (ECHO, MESSAGE_DROPPED, TEXT_BUDGET,
+from streamtap.diagnostics.redaction.echoes import (ECHO, MESSAGE_DROPPED, TEXT_BUDGET,
                                                  RequestEchoes, credential_values)
 from streamtap.diagnostics.record.recorder import Ending, Recorder
-from streamtap.diagnostics.record.secrets import REDACTED
+from streamtap.diagnostics.redaction.secrets import REDACTED
 from tests.streams import sse
 
 SHORT_KEY = "Zq81kfJ2"  # no known prefix, 8 characters: the pattern scrubber keeps it

@@ -10,7 +10,7 @@ import pytest
 from streamtap.diagnostics.dialects.errorframes import (DEFAULT_MESSAGE, body_error_frame,
                                                           error_body, native_error_frame,
                                                           wrapped_error_frame)
-from streamtap.diagnostics.record.messages import provider_message
+from streamtap.diagnostics.redaction.messages import provider_message
 from tests.support import record_stream
 
 PATHS = {"openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from streamtap.proxy.faults.endings import stall
+from streamtap.proxy.connection.endings import stall
 from streamtap.proxy.faults.inject import FaultRun
-from streamtap.proxy.faults.rules import parse_fault_header
+from streamtap.diagnostics.faults.rules import parse_fault_header
 
 
 def beats_sent(header: str, framing: str) -> list[bytes]:

@@ -1,5 +1,6 @@
-"""proxy/faults/rules.py without a proxy: every validation rule, precedence, `times`, seeds; and
-the trigger language of diagnostics/decode/triggers.py with the scanner that finds the cut."""
+"""diagnostics/faults/rules.py without a proxy: every validation rule, precedence, `times`,
+seeds; and the trigger language of diagnostics/faults/triggers.py with the scanner that finds
+the cut."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import random
 
 import pytest
 
-from streamtap.diagnostics.decode.triggers import FrameScanner, TriggerError, parse_trigger
+from streamtap.diagnostics.faults.triggers import FrameScanner, TriggerError, parse_trigger
 from streamtap.diagnostics.dialects.json_body import JsonBody
 from streamtap.diagnostics.dialects.openai_chat import OpenAIChat
-from streamtap.proxy.faults.rules import (
+from streamtap.diagnostics.faults.rules import (
     FaultBook, FaultError, FaultRule, parse_fault_header, rule_from_mapping)
 
 

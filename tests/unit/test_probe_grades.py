@@ -10,7 +10,7 @@ from streamtap.diagnostics.probe.catalog import (ALL_DIALECTS, ENDINGS, GRADES, 
 from streamtap.diagnostics.probe.errorline import MAX_LINE, last_error_line
 from streamtap.diagnostics.probe.grade import (Attempt, PinError, Run, grade, judge,
                                                pinned_grades)
-from streamtap.proxy.faults.rules import parse_fault_header
+from streamtap.diagnostics.faults.rules import parse_fault_header
 
 BROKEN, DONE = Attempt(0.0, False), Attempt(0.0, True)
 CATALOG = Catalog()

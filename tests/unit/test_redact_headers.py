@@ -11,7 +11,7 @@ import hashlib
 import pytest
 
 from streamtap.diagnostics.record.recorder import Limits, Recorder
-from streamtap.diagnostics.record.redact import (
+from streamtap.diagnostics.redaction.redact import (
     REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT, find_request_id, keep_headers, query_keys,
     redact_path, safe_id)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from streamtap.diagnostics.record.redact import (
+from streamtap.diagnostics.redaction.redact import (
     RESPONSE_HEADERS_KEPT, find_request_id, keep_headers, safe_id)
 
 

@@ -1,4 +1,4 @@
-"""The secret scrubber (diagnostics/record/secrets.py) with real key formats, full length, and the
+"""The secret scrubber (diagnostics/redaction/secrets.py) with real key formats, full length, and the
 near-misses a user needs kept; the generic rule at its boundaries (24 characters, four letter/digit
 changes, `/` inside a run); and every provider id prefix. Exact outputs, so that a pattern taken
 out or a rule loosened fails here. (Short examples that only one pattern catches, one per
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from streamtap.diagnostics.record import secrets
-from streamtap.diagnostics.record.secrets import (
+from streamtap.diagnostics.redaction import secrets
+from streamtap.diagnostics.redaction.secrets import (
     ID_PREFIXES, KEY_PATTERNS, REDACTED, compile_patterns, random_piece, scrub, segment_is_key)
 
 # Real formats, full length (made-up bodies): (text, what the record must hold instead).

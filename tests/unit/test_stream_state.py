@@ -1,12 +1,12 @@
-"""diagnostics/verdict/stream.py: what a dialect can write into a record, and its caps."""
+"""diagnostics/dialects/stream.py: what a dialect can write into a record, and its caps."""
 
 from __future__ import annotations
 
 import pytest
 
-from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.verdict import stream
-from streamtap.diagnostics.verdict.stream import StreamState, ToolCall, token
+from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.dialects import stream
+from streamtap.diagnostics.dialects.stream import StreamState, ToolCall, token
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -133,7 +133,7 @@ def test_stream_errors_are_tokens_and_a_scrubbed_capped_message():
     state.stream_error("wrapped_chunk", 14.0, message="")
     assert state.errors[0] == {"shape": "error_event", "t_ms": 12.3, "type": "overloaded_error",
                                "code": "529",
-                               # one short sentence, the key gone (record/messages.py)
+                               # one short sentence, the key gone (redaction/messages.py)
                                "message": "key [REDACTED] m."}
     assert state.errors[1] == {"shape": "wrapped_chunk", "t_ms": 13.0, "type": "<non-token>",
                                "code": None, "message": None}

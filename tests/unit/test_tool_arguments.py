@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from streamtap.diagnostics.verdict import arguments
-from streamtap.diagnostics.verdict.arguments import MAX_HELD_ARGUMENTS, ArgumentCheck
+from streamtap.diagnostics.dialects import arguments
+from streamtap.diagnostics.dialects.arguments import MAX_HELD_ARGUMENTS, ArgumentCheck
 from streamtap.diagnostics.verdict.classify import classify, doing
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.stream import StreamState
 from tests.unit.dialect_feed import feed, line, sse
 from tests.unit.test_classify_table import APPLY_PATCH, OPEN, facts, verdict
 

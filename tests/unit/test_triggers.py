@@ -1,4 +1,4 @@
-"""diagnostics/decode/triggers.py at its edges: the exact error a user gets for a bad `at`, and
+"""diagnostics/faults/triggers.py at its edges: the exact error a user gets for a bad `at`, and
 where the scanner cuts when a count is reached exactly, on an oversized frame, on a three-byte
 NDJSON line and before the body. (The everyday triggers are in tests/unit/test_fault_rules.py.)"""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamtap.diagnostics.decode.triggers import (
+from streamtap.diagnostics.faults.triggers import (
     TRIGGER_HELP, FrameScanner, Trigger, TriggerError, parse_trigger)
 from streamtap.diagnostics.dialects.json_body import JsonBody
 from streamtap.diagnostics.dialects.ollama_ndjson import OllamaNdjson

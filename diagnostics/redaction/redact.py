@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 
 # `scrub` and `REDACTED` are re-exported: every module that redacts imports them from here.
-from streamtap.diagnostics.record.secrets import REDACTED, looks_like_key, scrub  # noqa: F401
+from streamtap.diagnostics.redaction.secrets import REDACTED, looks_like_key, scrub  # noqa: F401
 
 REQUEST_HEADERS_KEPT = frozenset({
     "content-type", "accept", "user-agent", "anthropic-version", "anthropic-beta", "openai-beta",

@@ -2,7 +2,7 @@
 
 Dialects write here through a few small methods and never keep content: a string reaches this
 state only as a provider token (finish reason, error type, event name), checked by `token()`, or
-as an error message cut to a short sentence without quoted spans or keys (record/messages.py).
+as an error message cut to a short sentence without quoted spans or keys (redaction/messages.py).
 The one exception is a tool call's argument text, held while the call is open only to tell whether
 it parses (arguments.py); it never reaches the record.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
-from streamtap.diagnostics.verdict import events as ev
-from streamtap.diagnostics.verdict.arguments import (MAX_HELD_ARGUMENTS, NOT_JSON_TEXT,
+from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.dialects.arguments import (MAX_HELD_ARGUMENTS, NOT_JSON_TEXT,
                                                      TOO_LARGE, ArgumentCheck)
-from streamtap.diagnostics.record.messages import MAX_MESSAGE_INPUT, provider_message
-from streamtap.diagnostics.record.redact import scrub
+from streamtap.diagnostics.redaction.messages import MAX_MESSAGE_INPUT, provider_message
+from streamtap.diagnostics.redaction.redact import scrub
 
 # `[]` is allowed for the field paths `delta_keys` names inside typed lists (`content[].thinking`).
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/\[\]-]{1,64}")
@@ -99,7 +99,7 @@ class StreamState:
         self.errors: list[dict] = []
         # Each error's message as the provider sent it (capped), never recorded: the record's
         # message is settled from it at the end, once it can be checked against the request
-        # (record/messages.py `settle_messages`). Until then `errors` holds the pattern layer's.
+        # (redaction/messages.py `settle_messages`). Until then `errors` holds the pattern layer's.
         self.error_texts: list[str | None] = []
         self.response_id: str | None = None
         self.first_event_ms: float | None = None

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Iterable
 from urllib.parse import unquote_plus
 
-from streamtap.diagnostics.record.secrets import REDACTED
+from streamtap.diagnostics.redaction.secrets import REDACTED
 
 ECHO = "[echo]"
 MIN_RUN = 8  # shorter runs are ordinary words a message and a prompt may share by chance

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 
-from streamtap.proxy.serve import sockets
+from streamtap.proxy.connection import sockets
 
 STALL_FOREVER_S = 24 * 3600.0  # "until the client gives up": the client's leaving cancels us
 ENDS = ("close", "truncate", "reset", "malformed")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamtap.diagnostics.verdict import events as ev
+from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.base import Dialect, frame_decoder
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
-from streamtap.diagnostics.verdict.stream import StreamState
+from streamtap.diagnostics.dialects.stream import StreamState
 
 BEFORE_BODY = ("request", "headers")
 TRIGGER_HELP = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "

@@ -4,6 +4,9 @@ A rule is one flat set of keys wherever it comes from (config `[[faults]]`, the
 `x-streamtap-fault` header, the control API, the CLI). When several rules match a request, the
 header wins, then API rules, then config rules. A rule with a `seed` draws from its own random
 sequence, so the same seed gives the same pattern of fired faults.
+
+No I/O, so that config (which validates `[[faults]]` at load) sits below the proxy's fault
+machinery (proxy/faults), which carries a rule out on a live response.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 
-from streamtap.diagnostics.decode.triggers import Trigger, TriggerError, parse_trigger
+from streamtap.diagnostics.faults.triggers import Trigger, TriggerError, parse_trigger
 
 ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
            "delay", "throttle", "hold", "bad_chunk_size")

@@ -1,5 +1,5 @@
 """A provider's error message, cut down to what can be recorded: the request's credentials and any
-run the provider echoed from the request removed by value (record/echoes.py), then one short
+run the provider echoed from the request removed by value (redaction/echoes.py), then one short
 sentence with quoted spans and key-like strings removed (the pattern layer, below).
 
 Provider messages echo input: a 401 quotes the key, in part (`sk-proj-****wuv6`, `****wuv6`),
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from streamtap.diagnostics.record.echoes import MESSAGE_DROPPED, RequestEchoes
-from streamtap.diagnostics.record.secrets import REDACTED, scrub
+from streamtap.diagnostics.redaction.echoes import MESSAGE_DROPPED, RequestEchoes
+from streamtap.diagnostics.redaction.secrets import REDACTED, scrub
 
 MAX_MESSAGE = 120  # "a short sentence"
 MAX_MESSAGE_INPUT = 4096  # of a provider's message, the part read at all

@@ -1,0 +1,1 @@
+"""Fault injection's language, with no I/O: the rules (what to inject, when, into which requests) and the book that holds them, the `at` triggers, and the scanner that finds the frame a trigger names. proxy/faults carries them out on a live response; samples script them."""

@@ -1,0 +1,1 @@
+"""Redaction: what a record may hold. Secret patterns, the header allowlists, and provider messages and request echoes with secrets and content taken out; below the dialects, which use it on error frames."""

@@ -1,0 +1,1 @@
+"""How a response ends on the client's connection: cleanly, with a FIN mid-body, with a reset, or after a stall. Below both the pass-through (which mirrors an upstream's ending) and fault injection and replay (which make one)."""
