@@ -15,19 +15,20 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def section(title: str) -> str:
-    text = README.read_text()
+def section(title: str, readme: Path = README) -> str:
+    text = readme.read_text()
     parts = re.split(r"^## ", text, flags=re.M)
     for part in parts:
         if part.startswith(title):
             return part
-    raise AssertionError(f"README has no section '## {title}'")
+    raise AssertionError(f"{readme.name} has no section '## {title}'")
 
 
-def shell_blocks(title: str, language: str = "sh") -> list[str]:
-    """Every command in the ```sh blocks of a section, one string per command."""
+def shell_blocks(title: str, language: str = "sh", readme: Path = README) -> list[str]:
+    """Every command in the ```sh blocks of a section, one string per command (of README.md, or
+    of another `readme` such as tests/README.md)."""
     commands: list[str] = []
-    for block in re.findall(rf"```{language}\n(.*?)\n```", section(title), flags=re.S):
+    for block in re.findall(rf"```{language}\n(.*?)\n```", section(title, readme), flags=re.S):
         joined = re.sub(r"\\\n\s*", "", block)
         commands += [line for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return commands

@@ -139,6 +139,7 @@ def test_readme_lists_every_event_kind_and_documents_name():
     assert "`--name`" in text and "`--replace`" in text
 
 
+@pytest.mark.e2e
 def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_proxy):
     proxy = readme_proxy
     shell = Shell(proxy.port)
