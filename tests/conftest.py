@@ -4,6 +4,8 @@ import socket
 import pytest
 
 from tests.fakeprovider import FakeProvider
+# The fast lane and its guard (hooks and an autouse fixture, found here by name).
+from tests.lanes import in_process_only, pytest_collection_modifyitems, pytest_configure  # noqa: F401
 from tests.programs import found_or_skip
 from tests.proxyproc import ProxyProcess
 

@@ -43,6 +43,7 @@ def post(proxy: Proxy, dialect: str, body: dict | None = None, headers: dict | N
 
 
 @pytest.mark.parametrize("dialect", list(PATHS))
+@pytest.mark.e2e
 def test_a_scripted_stream_is_a_valid_stream_of_its_dialect(dialect):
     script = FakeProvider.stream(dialect, text="hello streamtap world",
                                  reasoning="thinking it over", tool_calls=[WEATHER])
@@ -67,6 +68,7 @@ def test_a_scripted_stream_is_a_valid_stream_of_its_dialect(dialect):
 
 
 @pytest.mark.parametrize("dialect", list(PATHS))
+@pytest.mark.e2e
 def test_requests_without_a_script_get_a_default_answer_in_their_dialect(dialect):
     tools = {"anthropic-messages": [{"name": "lookup", "input_schema": {
                  "type": "object", "properties": {"q": {"type": "string"}}}}],
@@ -92,6 +94,7 @@ def test_requests_without_a_script_get_a_default_answer_in_their_dialect(dialect
     assert b"lorem ipsum" in whole and json.loads(whole)
 
 
+@pytest.mark.e2e
 def test_scripted_endings_happen_where_at_says():
     streams = [FakeProvider.stream("openai-chat", tool_calls=[WEATHER], ending="reset",
                                    at="event:tool_input_delta:5"),
@@ -138,6 +141,7 @@ def test_a_bad_script_says_what_to_change():
         FakeProvider.stream("openai-chat", ending="rest")
 
 
+@pytest.mark.e2e
 def test_sdks_read_scripted_and_default_answers():
     script = FakeProvider.stream("anthropic-messages", text="the weather", tool_calls=[WEATHER])
     with FakeProvider(script) as fake, Proxy(routes={"anthropic": fake, "openai": fake}) as proxy:
@@ -162,6 +166,7 @@ def test_sdks_read_scripted_and_default_answers():
         assert reply.choices[0].message.content.startswith("lorem ipsum")
 
 
+@pytest.mark.e2e
 def test_a_sample_is_served_when_a_request_names_it():
     with FakeProvider() as fake, Proxy(routes={"openai": fake}) as proxy:
         _, _, error = post(proxy, "openai-chat", {"stream": True},
@@ -174,6 +179,7 @@ def test_a_sample_is_served_when_a_request_names_it():
         FakeProvider(samples="/nonexistent/samples")
 
 
+@pytest.mark.e2e
 async def test_async_context_managers():
     async with FakeProvider(FakeProvider.stream("openai-chat", text="async hi")) as fake, \
             Proxy(routes={"openai": fake}) as proxy:
@@ -186,6 +192,7 @@ async def test_async_context_managers():
     assert [r.trace_id for r in proxy.records()] == [record.trace_id]  # kept after exit
 
 
+@pytest.mark.e2e
 def test_faults_by_string_or_fields_and_their_handles():
     with FakeProvider() as fake, Proxy(routes={"openai": fake}) as proxy:
         first = proxy.fault(action="reset", at="event:text_delta:2", match={"route": "openai"})
@@ -206,6 +213,7 @@ def test_faults_by_string_or_fields_and_their_handles():
         Proxy(capture_body=True)
 
 
+@pytest.mark.e2e
 def test_proxy_faults_are_armed_at_start_and_records_wait_for_the_writer():
     with FakeProvider() as fake, Proxy(routes={"openai": fake},
                                        faults=["reset; at=event:tool_input_delta:5"]) as proxy:
@@ -219,6 +227,7 @@ def test_proxy_faults_are_armed_at_start_and_records_wait_for_the_writer():
         assert record.stream.event_counts["tool_input_delta"] == 5
 
 
+@pytest.mark.e2e
 def test_importing_streamtap_is_cheap():
     probe = subprocess.run([sys.executable, "-c", "import sys, streamtap; print(sorted("
                             "m for m in sys.modules if m.startswith(('streamtap', 'aiohttp'))))"],

@@ -22,6 +22,7 @@ PARTS = ("chunked de-framing", "SSE decoding", "dialect", "shape", "recorder, al
          "record per request")
 
 
+@pytest.mark.e2e
 def test_frame_costs_prints_a_positive_cost_for_every_part():
     result = subprocess.run([sys.executable, str(REPO / "bench" / "frame_costs.py"), "--frames",
                              "400", "--repeat", "1"], capture_output=True, text=True, timeout=120)
@@ -34,6 +35,7 @@ def test_frame_costs_prints_a_positive_cost_for_every_part():
         assert single > 0 and bulk > 0, (part, figures)
 
 
+@pytest.mark.e2e
 def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
     """bench/raw_relay.py, the floor every benchmark run compares streamtap with, really relays."""
     upstream = socket.socket()
@@ -70,6 +72,7 @@ def test_the_raw_relay_row_passes_bytes_both_ways_untouched():
     assert seen == [request] and received == answer
 
 
+@pytest.mark.e2e
 def test_forced_exit_counts_every_stream_it_opened_in_the_records():
     result = subprocess.run([sys.executable, str(REPO / "bench" / "forced_exit.py"), "--streams",
                              "40", "--timeout", "60"], capture_output=True, text=True, timeout=180)
@@ -81,6 +84,7 @@ def test_forced_exit_counts_every_stream_it_opened_in_the_records():
     assert 0 < figures["exit_s"] < 10
 
 
+@pytest.mark.e2e
 def test_the_stats_bench_times_stats_over_index_lines_streamtap_writes():
     """bench/stats_bench.py (the README's `stats` figure) runs small: each row names its line
     count and a positive time."""
@@ -121,6 +125,7 @@ CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap ([\d.]+), 
                           r"(-?[\d.]+): ([\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
 
 
+@pytest.mark.e2e
 def test_the_ci_benchmark_compares_streamtap_with_the_raw_relay_of_the_same_run():
     """README's `bench/run.py --ci`, the gross-regression gate: streamtap's (a) figures as ratios
     to the raw relay measured in the same run, exit 0 unless a gate is breached twice."""
@@ -176,6 +181,7 @@ def test_a_gross_regression_fails_the_ci_gate_and_a_missing_figure_too():
 
 
 @pytest.mark.parametrize("variant", ["as-shipped", "gc-unfrozen"])
+@pytest.mark.e2e
 def test_serve_puts_start_up_objects_out_of_the_collectors_reach(tmp_path, variant):
     """A full collection that walks every module streamtap and its libraries loaded stops the
     event loop for tens of ms mid-stream; `serve` freezes them once it listens (and

@@ -30,6 +30,9 @@ from tests.proxyproc import ProxyProcess, new_session
 from tests.clients import BackgroundRead
 from tests.test_endings import node_read
 
+# Every test here starts a server (the upstream aiohttp reads from) or the proxy.
+pytestmark = pytest.mark.e2e
+
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 # Chunk extensions and a trailer: the framing a relay that re-frames would lose.
 CHUNKS = b"7;note=x\r\ndata: a\r\n2\r\n\n\n\r\n"

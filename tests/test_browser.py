@@ -18,6 +18,9 @@ from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream, sse
 from tests.tracefixtures import HOSTILE_MESSAGE, HOSTILE_MESSAGE_KEPT, build
 
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 DOM_FACTS = """(() => {
   const sections = [...document.querySelectorAll("section.trace")];
   return {

@@ -26,11 +26,13 @@ def all_parsers(parser: argparse.ArgumentParser):
                 yield from all_parsers(child)
 
 
+@pytest.mark.e2e
 def test_version():
     result = streamtap("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"streamtap {__version__}"
 
 
+@pytest.mark.e2e
 def test_no_command_lists_every_command_and_what_it_is_for():
     result = streamtap()
     assert result.returncode == 0
@@ -54,6 +56,7 @@ def test_every_option_has_help_text():
     assert missing == []
 
 
+@pytest.mark.e2e
 def test_fault_add_help_lists_actions_and_event_kinds():
     text = streamtap("fault", "add", "--help").stdout
     flat = " ".join(text.split())

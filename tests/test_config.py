@@ -323,6 +323,7 @@ def run_serve(tmp_path, *argv: str) -> subprocess.CompletedProcess:
                           )
 
 
+@pytest.mark.e2e
 def test_bad_config_file_exits_2_before_listening(tmp_path):
     bad = toml(tmp_path, 'trace_dri = "elsewhere"\n', "bad.toml")
     out = run_serve(tmp_path, "--config", str(bad))
@@ -339,6 +340,7 @@ def test_bad_config_file_exits_2_before_listening(tmp_path):
     (("--idle-timeout-ms", "-5"), "`--idle-timeout-ms`"),
     (("--port", "x"), "invalid int value"),  # argparse's own error, also exit 2
 ])
+@pytest.mark.e2e
 def test_bad_flags_exit_2_before_listening(tmp_path, argv, needle):
     out = run_serve(tmp_path, *argv)
     assert out.returncode == 2
@@ -346,6 +348,7 @@ def test_bad_flags_exit_2_before_listening(tmp_path, argv, needle):
     assert needle in out.stderr
 
 
+@pytest.mark.e2e
 def test_port_in_use_exits_1_with_a_hint(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -74,6 +74,7 @@ def test_trace_header_is_off_by_default(proxy, fake):
     assert not [name for name in resp.headers if name.lower().startswith("x-streamtap")]
 
 
+@pytest.mark.e2e
 def test_console_log_line_ends_with_summary_and_record_path(tmp_path):
     code = """
 import io, sys

@@ -8,6 +8,10 @@ import sys
 import time
 
 import httpx
+import pytest
+
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
 
 
 def test_demo_prints_the_four_verdicts_and_shows_the_failures(tmp_path):

@@ -8,10 +8,14 @@ import subprocess
 import sys
 from datetime import datetime
 
+import pytest
 from haralyzer import HarEntry, HarParser
 
 from streamtap.proxy.store import write_record
 from tests.tracefixtures import START, build
+
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
 
 ENTRY_FIELDS = {"startedDateTime", "time", "request", "response", "cache", "timings"}
 REQUEST_FIELDS = {"method", "url", "httpVersion", "cookies", "headers", "queryString",

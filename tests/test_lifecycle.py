@@ -21,6 +21,9 @@ from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import CANARY_OUTPUT, chat_text_stream
 
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 READ_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError)
 
 

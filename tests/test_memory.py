@@ -16,6 +16,9 @@ import pytest
 
 from tests.proxyproc import ProxyProcess, new_session
 
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parent.parent
 MiB = 1024 * 1024
 HOSTILE_BYTES = 200 * 1000 * 1000

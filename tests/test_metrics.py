@@ -22,7 +22,7 @@ from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
 from tests.test_guard import non_loopback_address
-from tests.test_spans import complete, reset_mid_tool_call
+from tests.unit.test_spans import complete, reset_mid_tool_call
 
 
 def samples(text: str, name: str) -> list:

@@ -56,6 +56,7 @@ def run_pytest(target: str, path: str, ci: str | None) -> subprocess.CompletedPr
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to leave it on the PATH")
+@pytest.mark.e2e
 def test_browser_tests_skip_without_chromium_and_fail_under_ci(tmp_path):
     path = only_node_on_path(tmp_path / "bin")
     result = run_pytest("tests/test_browser.py", path, ci=None)
@@ -72,6 +73,7 @@ def test_browser_tests_skip_without_chromium_and_fail_under_ci(tmp_path):
     assert "apt-get install chromium (CI is set" in under_ci.stdout
 
 
+@pytest.mark.e2e
 def test_node_tests_skip_without_node(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()

@@ -8,9 +8,14 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
+import pytest
+
 from streamtap.proxy.store import write_record
 from tests.otlpsink import OtlpSink
-from tests.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
+from tests.unit.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
+
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
 
 
 def export(*args: str, cwd) -> subprocess.CompletedProcess:

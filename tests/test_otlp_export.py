@@ -21,7 +21,7 @@ from tests.otlpsink import OtlpSink
 from tests.test_lifecycle import read_lines
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import CANARY_ARG, CANARY_OUTPUT, chat_text_stream, chat_tool_stream
-from tests.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
+from tests.unit.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
 
 HEADER_KEY = "Bearer CANARY-OTLP-KEY-4e2a"
 LOG = structlog.get_logger("test")
@@ -38,6 +38,7 @@ def settings(endpoint: str, **changes) -> OtlpExport:
     return OtlpExport(endpoint=endpoint, **{"timeout_ms": 2000, **changes})
 
 
+@pytest.mark.e2e
 def test_records_arrive_as_spans_with_resource_and_headers(sink):
     exporter = OtlpExporter(settings(sink.endpoint, project="team-a",
                                      headers=(("authorization", HEADER_KEY),)),
@@ -66,6 +67,7 @@ def test_records_arrive_as_spans_with_resource_and_headers(sink):
                                  "unmappable": 0, "failed_batches": 0, "last_error": None}
 
 
+@pytest.mark.e2e
 def test_a_full_queue_drops_and_counts_and_a_returning_backend_resumes():
     port_holder = socket.socket()
     port_holder.bind(("127.0.0.1", 0))
@@ -94,6 +96,7 @@ def test_a_full_queue_drops_and_counts_and_a_returning_backend_resumes():
         sink.stop()
 
 
+@pytest.mark.e2e
 def test_a_record_that_cannot_be_a_span_is_counted_not_fatal(sink):
     exporter = OtlpExporter(settings(sink.endpoint), LOG)
     exporter.offer({**complete(), "started_at": None})
@@ -183,6 +186,7 @@ def test_a_hanging_backend_never_slows_forwarding_and_drops_are_counted(fake, bl
         proxy.stop()
 
 
+@pytest.mark.e2e
 def test_export_flags_and_env_are_validated_before_listening(tmp_path):
     import subprocess
 

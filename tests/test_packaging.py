@@ -8,9 +8,12 @@ import sys
 import venv
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.e2e
 def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     # Build from a copy: a `build/` folder left in a checkout by an earlier build would leak into
     # the wheel, and the test must not leave one behind either.
@@ -70,6 +73,7 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     assert (installed / "proxy" / "testing" / "plugin.py").is_file()
 
 
+@pytest.mark.e2e
 def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "streamtap", "--help"], capture_output=True,
                             text=True, cwd=tmp_path, timeout=60)

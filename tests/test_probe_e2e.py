@@ -109,6 +109,7 @@ def test_expect_pins_a_teams_grades_and_fails_when_one_changes(tmp_path, node):
     assert missing["missing_pins"] == ["http_500"]
 
 
+@pytest.mark.e2e
 def test_the_openai_python_sdk_retries_a_500_and_waits_out_a_429(tmp_path):
     client = ["--", sys.executable, str(EXAMPLES / "probe_openai_client.py")]
     _, data, _ = probe(tmp_path, "--timeout", "20", "--endings",
@@ -178,6 +179,7 @@ with httpx.stream("POST", base + "/v1/messages", timeout=float(os.environ.get("W
 '''
 
 
+@pytest.mark.e2e
 def test_base_url_in_the_arguments_fits_the_dialect_and_its_own_endings_run(tmp_path):
     script = tmp_path / "client.py"
     script.write_text(HTTPX_ANTHROPIC)
@@ -195,6 +197,7 @@ def test_base_url_in_the_arguments_fits_the_dialect_and_its_own_endings_run(tmp_
     assert rows(data)["http_500"]["error_line"].startswith("httpx.HTTPStatusError")
 
 
+@pytest.mark.e2e
 def test_a_client_still_running_at_the_limit_is_killed_and_graded_hung(tmp_path, monkeypatch):
     script = tmp_path / "client.py"
     script.write_text(HTTPX_ANTHROPIC)
@@ -220,12 +223,14 @@ def test_a_client_still_running_at_the_limit_is_killed_and_graded_hung(tmp_path,
      "the dialect is wrong: anthropic-messages was named, the client speaks openai-chat"),
     (["no-such-client-command"], [], "cannot run `no-such-client-command`"),
 ])
+@pytest.mark.e2e
 def test_the_first_run_must_succeed_or_the_probe_says_why(tmp_path, client, args, says):
     code, data, stderr = probe(tmp_path, *args, "--", *client)
     assert (code, data) == (2, {})
     assert says in stderr
 
 
+@pytest.mark.e2e
 def test_the_client_gets_placeholder_keys_even_where_real_ones_are_set(tmp_path):
     real = "sk-proj-" + "Zq8RtW3yUe6IoP1aSd4FgH7jKl0ZxC2v"
     client = ("import os, urllib.request; key = os.environ['OPENAI_API_KEY']; "
@@ -239,6 +244,7 @@ def test_the_client_gets_placeholder_keys_even_where_real_ones_are_set(tmp_path)
     assert real not in (tmp_path / "traces").joinpath(data["probe"], "probe.jsonl").read_text()
 
 
+@pytest.mark.e2e
 def test_the_fake_answers_text_or_a_tool_call_as_told_whatever_the_request_asks():
     import httpx
 

@@ -25,6 +25,8 @@ from tests.streams import anthropic_text_stream, chat_text_stream
 from tests.support import record_stream
 from tests.test_probe_e2e import EXAMPLES, probe, rows
 
+pytestmark = pytest.mark.e2e  # every test starts a fake provider, and most a proxy
+
 FETCH_CLIENT = str(EXAMPLES / "probe-fetch-client.mjs")
 STREAMTAP = Path(sys.executable).parent / "streamtap"
 

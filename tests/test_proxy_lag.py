@@ -9,6 +9,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from streamtap import FakeProvider, Proxy
 from streamtap.diagnostics.views.html import render_trace
@@ -40,6 +41,7 @@ def stream_through(proxy: Proxy, stall_s: float = 0.0) -> None:
         pass  # the idle watchdog aborts the stream: expected
 
 
+@pytest.mark.e2e
 def test_a_stall_of_the_proxy_itself_is_recorded_shown_and_lowers_the_verdict(tmp_path):
     stalled = FakeProvider.stream("openai-chat", text="a b c", ending="stalled",
                                   at="first_progress")

@@ -140,6 +140,7 @@ def test_the_fault_rules_list_every_event_kind_and_document_name():
     assert "`--name`" in text and "`--replace`" in text
 
 
+@pytest.mark.e2e
 def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_proxy):
     proxy = readme_proxy
     shell = Shell(proxy.port)
@@ -238,6 +239,7 @@ def test_every_fault_example_runs_as_written_and_does_what_readme_says(readme_pr
     assert next(commands, None) is None, "a documented command this test does not check"
 
 
+@pytest.mark.e2e
 def test_the_curl_example_of_pointing_clients_runs_as_written(readme_proxy):
     """The whole block as a shell runs it (its JSON body spans two lines): an Anthropic stream
     through the proxy, recorded under the session its header names, the key not recorded."""

@@ -15,6 +15,7 @@ from tests.readme import section, shell_blocks
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.e2e
 def test_the_mutation_command_runs_and_reports_per_module_and_in_total():
     commands = shell_blocks("Development")
     assert len(commands) == 1 and commands[0].startswith(".venv/bin/python bench/mutate.py ")
@@ -100,6 +101,7 @@ def test_a_cached_map_that_is_empty_or_partial_is_made_again(tmp_path, monkeypat
     assert mutate.map_tests(paths, tests)[0] == good[0] and len(runs) == 2
 
 
+@pytest.mark.e2e
 def test_the_line_map_is_cached_in_the_projects_ignored_folder():
     mutate = _mutate_module()
     assert mutate.CACHE_DIR.is_relative_to(REPO)

@@ -14,6 +14,9 @@ import pytest
 
 from tests.readme import code_blocks, shell_blocks
 
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent

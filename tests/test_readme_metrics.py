@@ -46,6 +46,7 @@ def stop(process: subprocess.Popen) -> int:
     return process.wait(30)
 
 
+@pytest.mark.e2e
 def test_serve_with_the_listener_and_both_curls_run_verbatim(tmp_path):
     if not (port_free(8787) and port_free(9464)):
         pytest.skip("port 8787 or 9464 (the commands' ports) is in use on this machine")
@@ -72,6 +73,7 @@ def test_serve_with_the_listener_and_both_curls_run_verbatim(tmp_path):
             [("nosuch", "proxy", 1.0)]
 
 
+@pytest.mark.e2e
 def test_the_opt_in_command_runs_verbatim_and_says_which_names(tmp_path):
     if not (port_free(8787) and port_free(4318)):
         pytest.skip("port 8787 or 4318 (the command's ports) is in use on this machine")

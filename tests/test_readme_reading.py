@@ -4,9 +4,12 @@ section says: the demo records four requests, then ls, show, report and export r
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.readme import run_verbatim, section, shell_blocks
 
 
+@pytest.mark.e2e
 def test_reading_traces_commands_run_verbatim(tmp_path):
     commands = shell_blocks("Reading traces")
     assert [command.split()[1] for command in commands] == ["demo", "ls", "show", "report",

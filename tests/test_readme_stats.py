@@ -4,6 +4,8 @@ does not)."""
 
 import re
 
+import pytest
+
 from tests.readme import code_blocks, run_verbatim, section, shell_blocks
 
 TITLE = "Failure rates: streamtap stats"
@@ -15,6 +17,7 @@ def _shape(text: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", TIME.sub("T", line).strip()) for line in text.splitlines()]
 
 
+@pytest.mark.e2e
 def test_failure_rates_commands_print_what_readme_shows(tmp_path):
     commands = shell_blocks(TITLE)
     assert commands == ["streamtap demo", "streamtap stats --session demo"]

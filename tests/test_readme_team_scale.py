@@ -69,6 +69,7 @@ def port_free(port: int) -> bool:
     return True
 
 
+@pytest.mark.e2e
 def test_serve_with_export_runs_verbatim(tmp_path):
     if not port_free(8787):
         pytest.skip("port 8787 (the command's default) is in use on this machine")
@@ -87,6 +88,7 @@ def test_serve_with_export_runs_verbatim(tmp_path):
     assert process.returncode == 0
 
 
+@pytest.mark.e2e
 def test_backfill_runs_verbatim(tmp_path):
     if not port_free(6006):
         pytest.skip("port 6006 (the command's Phoenix port) is in use on this machine")
@@ -103,6 +105,7 @@ def test_backfill_runs_verbatim(tmp_path):
     assert len(sink.spans()) == 4
 
 
+@pytest.mark.e2e
 def test_the_bench_commands_run_verbatim_and_print_their_figures():
     for line in [c for c in shell_blocks(TITLE) if c.startswith("python bench/otlp_bench.py")]:
         result = subprocess.run(line, shell=True, cwd=REPO, env=shell_env(),

@@ -9,6 +9,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from streamtap.diagnostics.views.text import plain, tail_row
 from streamtap.proxy.readout import commands
@@ -19,6 +20,9 @@ from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import CANARY_ARG, CANARY_OUTPUT, chat_text_stream, chat_tool_stream
 from tests.tracefixtures import (CANARIES, CANARY_COOKIE, CANARY_KEY, CANARY_PROMPT,
                                  CANARY_QUERY, build)
+
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
 
 
 def assert_clean(name: str, text: str) -> None:

@@ -43,6 +43,7 @@ def test_every_boundary_has_a_golden_show():
                           "client_abort", "watchdog", "injected", "proxy"}
 
 
+@pytest.mark.e2e
 def test_show_starts_with_the_verdict_and_names_the_open_tool_call(traces):
     out = streamtap("show", "22c0", "--trace-dir", str(traces)).stdout
     first = out.splitlines()[0]
@@ -52,6 +53,7 @@ def test_show_starts_with_the_verdict_and_names_the_open_tool_call(traces):
     assert "\x1b[" not in out  # a pipe gets plain text
 
 
+@pytest.mark.e2e
 def test_show_last_failed_and_by_file(traces):
     out = streamtap("show", "--last", "--failed", "--trace-dir", str(traces)).stdout
     assert out.startswith("FAIL proxy/before_response")
@@ -60,6 +62,7 @@ def test_show_last_failed_and_by_file(traces):
     assert out.startswith("ok  The openai stream completed normally")
 
 
+@pytest.mark.e2e
 def test_ambiguous_or_unknown_prefix_says_what_to_do(traces):
     (traces / "delta").mkdir()
     line = json.loads((traces / "alpha" / "index.jsonl").read_text().splitlines()[0])
@@ -76,6 +79,7 @@ def test_ambiguous_or_unknown_prefix_says_what_to_do(traces):
     assert result.returncode == 2 and "30m, 1h, 2d" in result.stderr
 
 
+@pytest.mark.e2e
 def test_broken_index_lines_are_skipped_not_fatal(tmp_path):
     build(tmp_path)
     with open(tmp_path / "beta" / "index.jsonl", "a") as index:
@@ -110,6 +114,7 @@ def test_colour_on_a_terminal_unless_no_color(traces, monkeypatch):
     assert out.getvalue() == (GOLDEN / "show_22_transport.txt").read_text()
 
 
+@pytest.mark.e2e
 def test_serve_does_not_import_the_rendering_libraries():
     code = ("import sys, streamtap.proxy.cli, streamtap.proxy.serve.run, streamtap.proxy.serve.app;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'jinja2')))")

@@ -505,6 +505,7 @@ def test_cycle_hands_out_the_next_sample_for_the_path_then_the_dialect():
     assert request_model(b"{}", "/v1beta/models/gem-x:streamGenerateContent") == "gem-x"
 
 
+@pytest.mark.e2e
 def test_bad_input_is_refused_with_the_file_named(tmp_path):
     def replay(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "streamtap", "replay", *args, "--port", "0"],
@@ -550,6 +551,7 @@ def _anthropic_stream(replay: ReplayProcess) -> tuple[list[str], Exception | Non
     return seen, None
 
 
+@pytest.mark.e2e
 def test_a_sample_named_as_a_file_is_served_whatever_its_ending(tmp_path):
     replay = ReplayProcess(tmp_path, str(CORPUS / f"{ANTHROPIC_RESET}.sample.json"),
                            "--speed", "20")
@@ -566,6 +568,7 @@ def test_a_sample_named_as_a_file_is_served_whatever_its_ending(tmp_path):
     assert f"-> {ANTHROPIC_RESET} (reset; named on the command line" in replay.log()
 
 
+@pytest.mark.e2e
 def test_a_folder_still_means_complete_by_default(tmp_path):
     folder = tmp_path / "anthropic"
     folder.mkdir()
@@ -617,6 +620,7 @@ def uuid_hex() -> str:
     return uuid.uuid4().hex[:8]
 
 
+@pytest.mark.e2e
 def test_ready_json_prints_one_line_and_the_banner_goes_to_stderr(tmp_path):
     replay, ready, replay_log = _ready(["replay"], tmp_path)
     try:
@@ -660,6 +664,7 @@ def test_ready_json_prints_one_line_and_the_banner_goes_to_stderr(tmp_path):
            "(whole))" in banner
 
 
+@pytest.mark.e2e
 def test_ending_flag_serves_that_ending_and_refuses_one_no_sample_has(tmp_path):
     replay, ready, _ = _ready(["replay", "--ending", "reset"], tmp_path)
     try:

@@ -15,9 +15,9 @@ from streamtap.proxy.export.otlp import OtlpExporter
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
-from tests.test_otlp_config import serve_config
 from tests.test_otlp_export import LOG, settings, sink  # noqa: F401 - the sink fixture
-from tests.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
+from tests.unit.test_otlp_config import serve_config
+from tests.unit.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
 
 OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
 OLD_METRICS = ("gen_ai.client.operation.duration", "gen_ai.client.operation.time_to_first_chunk",
@@ -111,6 +111,7 @@ def test_error_type_never_carries_free_text():
 @pytest.mark.parametrize("semconv, names, absent", [("v1.41.0", OLD_METRICS, NEW_METRICS),
                                                     ("gen_ai_latest_experimental", NEW_METRICS,
                                                      OLD_METRICS)])
+@pytest.mark.e2e
 def test_metrics_go_over_otlp_in_the_vocabulary_in_force(sink, semconv, names, absent):  # noqa: F811
     exporter = OtlpExporter(settings(sink.endpoint, metrics=True, semconv=semconv), LOG,
                             label_values=10)

@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.readme import shell_blocks
+
+# Every test here starts a process or a server (tests/README.md).
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -137,6 +137,7 @@ LONG_REQUEST = {"model": "m", "stream": True,
 
 
 # -- end to end: httpx through the proxy ------------------------------------------------------
+@pytest.mark.e2e
 def test_no_502_across_100_requests_when_the_upstream_closes_idle_connections(tmp_path):
     """After each answer the upstream's connection sits idle in streamtap's pool; the upstream
     closes it (its idle timeout firing) while streamtap is still reading the next request, a
@@ -226,6 +227,7 @@ async def two_requests(upstream: IdleClosingUpstream, url: str, noticed: bool) -
     (True, {"type": "ServerDisconnectedError", "cause": None}),
     (False, {"type": "ClientOSError", "cause": "StaleConnectionError"}),
 ])
+@pytest.mark.e2e
 def test_a_stale_reused_connection_is_retried_once_on_a_fresh_one(noticed, first_error):
     async def main():
         upstream = IdleClosingUpstream(idle_s=None)
@@ -247,6 +249,7 @@ def test_a_stale_reused_connection_is_retried_once_on_a_fresh_one(noticed, first
     assert upstream.requests == 2 and upstream.connections == 2
 
 
+@pytest.mark.e2e
 def test_nothing_is_retried_once_request_bytes_were_sent():
     """On a reused connection the upstream read the whole request, then closed without
     answering: the provider may have started generating, so the failure stands."""

@@ -7,7 +7,7 @@ nothing (Node's fetch, both npm SDKs' `create()` iteration, both Python SDKs, th
 httpx, aiohttp), so the answer is silently cut short; an error event inside a 200 stream is
 invisible to a client that does not parse frames; a reset reaches every client as an error.
 The judgement is a table: evidence codes that decide it, then one default per boundary, so a new
-evidence code only adds a row (tests/unit/test_client_sees.py fails until it has one).
+evidence code only adds a row (tests/test_client_sees.py fails until it has one).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """diagnostics/faults/triggers.py at its edges: the exact error a user gets for a bad `at`, and
 where the scanner cuts when a count is reached exactly, on an oversized frame, on a three-byte
-NDJSON line and before the body. (The everyday triggers are in tests/unit/test_fault_rules.py.)"""
+NDJSON line and before the body. (The everyday triggers are in tests/test_fault_rules.py.)"""
 
 from __future__ import annotations
 
