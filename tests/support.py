@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,3 +70,16 @@ def record_stream(data: bytes, *, path: str, content_type: str = "text/event-str
 def comparable(record: dict) -> dict:
     """What must not depend on chunking: frames, counts, tools, errors, outcome."""
     return {key: record[key] for key in ("frames", "stream", "outcome", "correlation", "dialect")}
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on `port` of 127.0.0.1 now. SO_REUSEADDR, as every server sets
+    it: a port whose last connections are only in TIME_WAIT (for 60 s after a test's server
+    closed them) is free; one with a listener is not."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

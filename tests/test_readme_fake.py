@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import port_free
 from tests.readme import code_blocks, shell_blocks
 
 # Every test here starts a process or a server (tests/README.md).
@@ -33,13 +34,6 @@ def _env() -> dict:
     return env
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _wait_listening(port: int, process: subprocess.Popen, log: Path) -> None:
@@ -61,7 +55,7 @@ def test_no_api_key_section_runs_as_written(tmp_path):
     assert serve.startswith("streamtap serve --route openai=http://127.0.0.1:8788")
     # README names fixed ports: wait (bounded) for another run on this machine to let them go
     deadline = time.monotonic() + 60
-    while not (_port_free(8787) and _port_free(8788)):
+    while not (port_free(8787) and port_free(8788)):
         assert time.monotonic() < deadline, "ports 8787/8788 stay taken; free them to run this"
         time.sleep(0.5)
     processes = []

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.otlpsink import OtlpSink
 from tests.readme import code_blocks, shell_blocks
 from tests.test_lifecycle import read_lines
-from tests.test_readme_team_scale import port_free, shell_env
+from tests.support import port_free
+from tests.test_readme_team_scale import shell_env
 
 TITLE = "Metrics"
 

@@ -15,7 +15,8 @@ import openai
 
 from streamtap.proxy.replay.repro import load_repro
 from tests.readme import shell_blocks
-from tests.test_readme_fake import _port_free, _wait_listening
+from tests.support import port_free
+from tests.test_readme_fake import _wait_listening
 
 REPO = Path(__file__).resolve().parent.parent
 TITLE = "One recorded failure as a repeatable test"
@@ -49,7 +50,7 @@ def test_repro_commands_run_verbatim(tmp_path, node):
     assert (case.dialect, case.ending, case.verdict["boundary"]) == (
         "openai-chat", "clean_close", "provider_close")
     deadline = time.monotonic() + 60  # README names the port: wait for another run to free it
-    while not _port_free(8788):
+    while not port_free(8788):
         assert time.monotonic() < deadline, "port 8788 stays taken; free it to run this"
         time.sleep(0.5)
     log = tmp_path / "replay.log"

@@ -14,7 +14,8 @@ from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess
 from tests.readme import run_verbatim, shell_blocks
 from tests.streams import chat_text_stream
-from tests.test_readme_fake import _env, _port_free, _wait_listening
+from tests.support import port_free
+from tests.test_readme_fake import _env, _wait_listening
 
 TITLE = "Samples: real stream shapes"
 
@@ -53,7 +54,7 @@ def test_samples_commands_run_verbatim(tmp_path, fake):
     assert "| openai-chat" in table and "anthropic-messages" in table  # ours and the corpus's
 
     deadline = time.monotonic() + 60  # the page names the port: wait for another run to free it
-    while not _port_free(8788):
+    while not port_free(8788):
         assert time.monotonic() < deadline, "port 8788 stays taken; free it to run this"
         time.sleep(0.5)
     log = tmp_path / "replay.log"

@@ -9,7 +9,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
@@ -21,6 +20,7 @@ from streamtap.proxy.config import from_mapping
 from tests.otlpsink import OtlpSink
 from tests.readme import code_blocks, shell_blocks
 from tests.test_lifecycle import read_lines
+from tests.support import port_free
 from tests.test_otlp_backfill import trace_dir_with_records
 
 TITLE = "Team scale"
@@ -60,13 +60,6 @@ def test_every_config_block_loads_and_names_its_backend():
         in collector
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.e2e
