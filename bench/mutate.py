@@ -23,6 +23,7 @@ import argparse
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import io
 import json
@@ -145,7 +146,7 @@ def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, se
     import pytest
 
     _few_examples()
-    files = [str(REPO / path) for path in paths]
+    files = [str(measured_file(path)) for path in paths]
     # config_file=False: the suite's own settings (source, subprocess patch) are not for the map.
     cov = coverage.Coverage(data_file=None, include=files, branch=False, config_file=False)
     plugin = _ContextPlugin(cov)
@@ -160,6 +161,19 @@ def _run_map(paths: list[str], tests: list[str]) -> tuple[dict[str, dict[int, se
         by_line = data.contexts_by_lineno(real)
         lines[path] = {line: {c for c in ctx if c} for line, ctx in by_line.items()}
     return lines, plugin.durations, code
+
+
+def measured_file(path: str) -> Path:
+    """The file the tests run for a module of the checkout: the installed copy when streamtap is
+    installed (`pip install .`, as CI does: the tests import site-packages, never the checkout),
+    the checkout's own file under an editable install. Found without importing the module, so
+    its import-time lines are still measured."""
+    spec = importlib.util.find_spec("streamtap")
+    if spec is not None and spec.origin:
+        installed = Path(spec.origin).parent / path
+        if installed.exists():
+            return installed
+    return REPO / path
 
 
 def _few_examples() -> None:

@@ -32,7 +32,9 @@ def test_the_mutation_command_runs_and_reports_per_module_and_in_total():
                          r"(\d+) not run", lines[-1])
     assert final, lines[-1]
     killed, judged, _, not_run = map(int, final.groups())
-    assert judged > 0 and killed > 0
+    # A map of the wrong files (the checkout's while the tests run the installed copy) left every
+    # mutant "no test reaches it" and still killed a few at import: 4 of 104.
+    assert judged > 0 and killed / judged > 0.5, lines[-1]
     for line in lines:
         if line.startswith("  survived "):
             assert re.fullmatch(r"  survived diagnostics/dialects/stream\.py:\d+: .+ -> .+", line)
