@@ -70,3 +70,12 @@ def test_the_pytest_example_grades_the_openai_sdk_over_the_catalog(pytester, mon
                                  "provider_error_event*raised*openai.APIError*meets",
                                  "error_frame_unknown_shape*SILENT*",
                                  "stall_behind_heartbeats*HUNG*"])
+
+
+def test_readmes_excerpt_is_rows_of_the_table_the_probe_printed():
+    """README's four rows are the real run's rows, word for word: docs/clients.md's table is the
+    one the probe test above checks against a run."""
+    excerpt = code_blocks("Probe, repro, stats, metrics", "text", document="README.md")[0]
+    table = code_blocks(PROBING, "text")[0].splitlines()
+    rows = excerpt.splitlines()
+    assert len(rows) == 6 and all(row in table for row in rows), rows
