@@ -44,6 +44,11 @@ NO_REQUEST_TEXT = frozenset({"schema_version", "trace_id", "session_id", "messag
                              "frames"})
 
 
+# How an upstream can end by itself (Ending.upstream): anything else is streamtap closing it
+# (`closed_by_proxy`) or it never started. `malformed` is broken chunked framing.
+UPSTREAM_ENDED = ("complete", "reset", "truncated", "malformed", "error")
+
+
 @dataclass(frozen=True)
 class Limits:
     max_frames: int = 10_000
@@ -57,8 +62,7 @@ class Limits:
 class Ending:
     """How the exchange ended, as the proxy saw it. Every field is a fact, not a guess."""
 
-    # complete | reset | truncated | malformed (broken chunked framing) | error | closed_by_proxy
-    # | not_started
+    # one of UPSTREAM_ENDED, closed_by_proxy or not_started
     upstream: str = "not_started"
     downstream: str = "complete"  # complete | aborted | client_gone
     downstream_status: int | None = None
@@ -102,7 +106,7 @@ def closed_by(ending: Ending) -> str | None:
     if (ending.shutdown or ending.watchdog_fired or ending.proxy_reason
             or (fault.get("fired") and fault.get("action") not in SLOWING_FAULTS)):
         return "streamtap"
-    if ending.upstream in ("complete", "reset", "truncated", "error"):
+    if ending.upstream in UPSTREAM_ENDED:
         return "upstream"
     return None
 

@@ -19,7 +19,7 @@ from aiohttp import hdrs, web
 from yarl import URL
 
 from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
-from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
+from streamtap.diagnostics.record.recorder import UPSTREAM_ENDED, Ending, Limits, Recorder
 from streamtap.diagnostics.redaction.redact import safe_id
 
 from streamtap.proxy.connection import sockets
@@ -448,8 +448,7 @@ class Exchange:
     def close_upstream(self) -> None:
         """Close (not release) the upstream connection, so the provider stops generating."""
         if self.upstream is not None and not self.upstream.closed:
-            if self.ending.upstream not in ("complete", "reset", "truncated", "malformed",
-                                            "error"):
+            if self.ending.upstream not in UPSTREAM_ENDED:
                 self.ending.upstream = "closed_by_proxy"
                 self.ending.upstream_end_ms = self.now()
             self.upstream.close()

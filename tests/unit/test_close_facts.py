@@ -50,6 +50,15 @@ def test_an_event_after_keepalives_starts_the_count_again():
     assert "heartbeats_only" not in record["outcome"]["evidence"]
 
 
+@pytest.mark.parametrize("upstream", ["complete", "reset", "truncated", "malformed", "error"])
+def test_an_upstream_that_ended_by_itself_closed_the_connection(upstream):
+    # `malformed` (broken chunked framing, passed on to the client) is the upstream's end too,
+    # as the exchange's close_upstream counts it: one list, recorder.UPSTREAM_ENDED.
+    record = record_of([(450.0, TEXT)], 900.0, upstream=upstream)
+    assert record["close"]["by"] == "upstream"
+    assert record_of([(450.0, TEXT)], 900.0, upstream="closed_by_proxy")["close"]["by"] is None
+
+
 def test_a_client_that_left_after_a_silence_timed_out():
     record = record_of([(450.0, TEXT)], 2460.0, upstream="closed_by_proxy",
                        downstream="client_gone")
