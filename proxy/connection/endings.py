@@ -43,9 +43,7 @@ async def end_response(response: web.StreamResponse, transport, how: str) -> str
         return "complete"
     await sockets.drain(transport)
     if how == "malformed":
-        chunked = response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() == "chunked"
-        if chunked and transport is not None and not transport.is_closing():
-            transport.write(MALFORMED_CHUNK_SIZE)  # past aiohttp's chunk writer, on purpose
+        break_framing(response, transport, MALFORMED_CHUNK_SIZE)
         sockets.close(transport)  # an answer that is not chunked can only be cut: a FIN
     elif how == "reset":
         sockets.reset(transport)
@@ -54,3 +52,15 @@ async def end_response(response: web.StreamResponse, transport, how: str) -> str
     else:
         raise ValueError(f"unknown ending {how!r}; expected one of {', '.join(ENDS)}")
     return "aborted"
+
+
+def break_framing(response: web.StreamResponse | None, transport, data: bytes) -> bool:
+    """Write `data` where the client's HTTP parser expects the next chunk's size line, past
+    aiohttp's chunk writer on purpose, so the client fails on broken framing as it would have
+    without streamtap. Only a chunked answer has chunks to break (an HTTP/1.0 client's body ends
+    with the connection): False when nothing was written."""
+    if (not data or response is None or transport is None or transport.is_closing()
+            or response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() != "chunked"):
+        return False
+    transport.write(data)
+    return True

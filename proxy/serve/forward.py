@@ -23,6 +23,7 @@ from streamtap.diagnostics.record.recorder import UPSTREAM_ENDED, Ending, Limits
 from streamtap.diagnostics.redaction.redact import safe_id
 
 from streamtap.proxy.connection import sockets
+from streamtap.proxy.connection.endings import break_framing
 from streamtap.proxy.serve import upload
 from streamtap.proxy.serve.body import relay
 from streamtap.proxy.serve.body import tap as bodytap
@@ -381,7 +382,9 @@ class Exchange:
         self.close_upstream()
         if isinstance(exc, bodytap.MalformedBodyError):
             ending.upstream = "malformed"
-            self._pass_malformation_on(exc.malformed)
+            # The client's parser meets the upstream's own broken bytes, as it would directly.
+            if break_framing(self.response, transport, exc.malformed):
+                ending.notes.append("malformed_framing_passed_on")
         await sockets.drain(transport)
         if ending.upstream == "malformed":
             sockets.close(transport)
@@ -394,18 +397,6 @@ class Exchange:
         ending.downstream = "aborted"
         ending.downstream_end_ms = self.now()
         return self.response  # type: ignore[return-value]
-
-    def _pass_malformation_on(self, malformed: bytes) -> None:
-        """The upstream's malformed framing bytes, written where the client's parser expects the
-        next chunk, so that it fails on them as it would have without streamtap. Only a chunked
-        answer has chunks to break (an HTTP/1.0 client's body ends with the connection)."""
-        transport = self.request.transport
-        response = self.response
-        if (not malformed or transport is None or transport.is_closing() or response is None
-                or response.headers.get(hdrs.TRANSFER_ENCODING, "").lower() != "chunked"):
-            return
-        transport.write(malformed)
-        self.ending.notes.append("malformed_framing_passed_on")
 
     def reset_client(self) -> web.StreamResponse:
         """Reset the client's connection before any response byte reached it: what a client
