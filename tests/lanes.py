@@ -18,9 +18,10 @@ import pytest
 
 E2E = "e2e"
 # Fixtures that start a process or a server: tests/conftest.py's, the plugin's `streamtap` (a
-# proxy), pytester (a pytest run of its own) and pytest-aiohttp's test servers.
+# proxy), `phoenix` (the trace backend), pytester (a pytest run of its own) and pytest-aiohttp's
+# test servers.
 E2E_FIXTURES = frozenset({
-    "proxy", "fake", "node", "blackhole", "pytester", "testdir", "streamtap",
+    "proxy", "fake", "node", "blackhole", "pytester", "testdir", "streamtap", "phoenix",
     "aiohttp_client", "aiohttp_server", "aiohttp_raw_server",
 })
 # The folder of the subjects whose every test runs in the test process.
