@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import index_line
+from streamtap.diagnostics.record.schema import index_line, record_from_dict
 from streamtap.diagnostics.verdict.client_sees import judge
 
 SESSIONS = 20
@@ -69,7 +69,7 @@ def write_index(trace_dir: Path, lines: int) -> None:
     for s in range(SESSIONS):
         folder = trace_dir / f"session-{s:02d}"
         folder.mkdir(parents=True)
-        out = [json.dumps(index_line(record(n, folder.name), f"{n:016x}.json"),
+        out = [json.dumps(index_line(record_from_dict(record(n, folder.name)), f"{n:016x}.json"),
                           separators=(",", ":"))
                for n in range(s * per_session, (s + 1) * per_session)]
         (folder / "index.jsonl").write_text("\n".join(out) + "\n")

@@ -8,6 +8,7 @@ import sys
 
 import structlog
 
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.redaction.redact import scrub
 from streamtap.diagnostics.verdict.errors import describe, errno_name
 
@@ -73,27 +74,30 @@ def configure_logging(log_format: str = "auto", stream=None) -> structlog.stdlib
     return structlog.get_logger("streamtap")
 
 
-def canonical_fields(record: dict, path: str | None = None) -> dict:
+def canonical_fields(record: TraceRecord, path: str | None = None) -> dict:
     """The one line a request gets at its end: it ends with the summary sentence and the path of
-    the record that explains it (None when the record could not be written)."""
-    outcome = record.get("outcome") or {}
-    request = record.get("request") or {}
-    timeline = record.get("timeline") or {}
+    the record that explains it (None when the record could not be written). Its names mean what
+    they mean in the index line (diagnostics/record/schema.py index_line): `status` is the
+    upstream's answer, `downstream_status` what the client got."""
+    outcome = record.outcome
+    request = record.request
+    timeline = record.timeline
     return {
-        "trace_id": record["trace_id"],
-        "session": record["session_id"],
-        "route": record["route"],
-        "method": request.get("method"),
-        "path": request.get("path"),
-        "status": (record.get("downstream") or {}).get("status"),
-        "model": request.get("model"),
-        "dialect": record.get("dialect"),
-        "ttfb_ms": timeline.get("first_byte"),
-        "frames": (record.get("stream") or {}).get("frame_count"),
-        "bytes": (record.get("stream") or {}).get("bytes"),
-        "boundary": outcome.get("boundary"),
-        "phase": outcome.get("phase"),
-        "duration_ms": timeline.get("duration_ms"),
-        "summary": outcome.get("summary"),
+        "trace_id": record.trace_id,
+        "session_id": record.session_id,
+        "route": record.route,
+        "method": request.method,
+        "path": request.path,
+        "status": record.response.status if record.response else None,
+        "downstream_status": record.downstream.status,
+        "model": request.model,
+        "dialect": record.dialect,
+        "ttfb_ms": timeline.first_byte,
+        "frames": record.stream.frame_count,
+        "bytes": record.stream.bytes,
+        "boundary": outcome.boundary if outcome else None,
+        "phase": outcome.phase if outcome else None,
+        "duration_ms": timeline.duration_ms,
+        "summary": outcome.summary if outcome else None,
         "record": path,
     }

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import index_line
+from streamtap.diagnostics.record.schema import encode_record, index_line
+from streamtap.diagnostics.record.types import TraceRecord
 
 QUEUE_LIMIT = 10_000  # records waiting for the disk; past this they are dropped and logged
 REPORT_EVERY_S = 60.0  # while writes keep failing, one line a minute with the count
@@ -96,7 +97,7 @@ def append_line(path: Path, line: bytes, write: Callable = os.write) -> None:
         os.close(fd)
 
 
-def write_record(trace_dir: Path, record: dict, started: datetime,
+def write_record(trace_dir: Path, record: TraceRecord, started: datetime,
                  captured: dict[str, bytes] | None = None,
                  known_dirs: set[Path] | None = None, write: Callable = os.write) -> Path:
     """Write one record atomically (temp file + rename) and append its index line: both land or
@@ -105,18 +106,18 @@ def write_record(trace_dir: Path, record: dict, started: datetime,
     `known_dirs` remembers session folders already made, to spare a mkdir per record; `write` is
     the one system call that fills the disk (tests pass one that fails like a full disk).
     """
-    session_dir = trace_dir / record["session_id"]
+    session_dir = trace_dir / record.session_id
     if known_dirs is None or session_dir not in known_dirs:
         make_private_dirs(session_dir)
         if known_dirs is not None:
             known_dirs.add(session_dir)
-    stem = record_stem(started, record["trace_id"])
+    stem = record_stem(started, record.trace_id)
     final = session_dir / f"{stem}.json"
     temp = session_dir / f".{stem}.json.tmp"
     written: list[Path] = []
     try:
         written.append(temp)
-        _write_private(temp, json.dumps(record, separators=(",", ":")).encode(), write)
+        _write_private(temp, encode_record(record), write)
         os.replace(temp, final)
         written[-1] = final
         if captured:
@@ -226,7 +227,7 @@ class TraceStore:
             health["reason"] = f"trace records are failing: {reason}"
         health.update(records_written=self.written, records_failed=self.failed)
         return health
-    def submit(self, record: dict | Callable[[], dict], started: datetime,
+    def submit(self, record: TraceRecord | Callable[[], TraceRecord], started: datetime,
                captured: dict[str, bytes] | None = None,
                then: Callable[[dict, Path | None], None] | None = None) -> None:
         """Hand a record over without blocking; never raises.
@@ -296,9 +297,9 @@ class TraceStore:
                 try:
                     then(record, path)
                 except Exception:
-                    self.log.exception("record_log_failed", trace_id=record.get("trace_id"))
+                    self.log.exception("record_log_failed", trace_id=record.trace_id)
 
-    def _store(self, record: dict, started: datetime,
+    def _store(self, record: TraceRecord, started: datetime,
                captured: dict[str, bytes] | None) -> Path | None:
         """Write one record; its path, or None when it could not be written."""
         for attempt in (1, 2):
@@ -317,7 +318,7 @@ class TraceStore:
                 self._failed(failure_kind(exc), exc.strerror or type(exc).__name__)
             except Exception:  # a bug here must not kill the writer thread
                 self.failed += 1
-                self.log.exception("trace_write_failed", trace_id=record.get("trace_id"))
+                self.log.exception("trace_write_failed", trace_id=record.trace_id)
             else:
                 self.written += 1
                 self.failures.succeeded()

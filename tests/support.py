@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from streamtap.diagnostics.record.recorder import Ending, Recorder
+from streamtap.diagnostics.record.schema import record_as_dict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 
@@ -46,7 +47,8 @@ def record_stream(data: bytes, *, path: str, content_type: str = "text/event-str
                   error: dict | None = None, watchdog_fired: str | None = None,
                   provider: str = "openai", headers: list | None = None,
                   t_step: float = 0.0) -> dict:
-    """Run one exchange through a Recorder as the proxy would and return the trace record.
+    """Run one exchange through a Recorder as the proxy would and return the trace record as
+    its file holds it (JSON builtins; `record_from_dict` gives the typed record back).
 
     `upstream` is how the body ended (complete | reset | truncated | error); every chunk arrives
     `t_step` ms after the previous one (0 keeps records identical across chunkings).
@@ -64,7 +66,7 @@ def record_stream(data: bytes, *, path: str, content_type: str = "text/event-str
     ending = Ending(upstream=upstream, downstream=downstream, error=error,
                     watchdog_fired=watchdog_fired, upstream_end_ms=t, downstream_end_ms=t,
                     downstream_status=status, downstream_bytes=len(data))
-    return recorder.finish(ending, t)
+    return record_as_dict(recorder.finish(ending, t))
 
 
 def comparable(record: dict) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.verdict import classify, client_sees as cs, finish_reasons
 from streamtap.diagnostics.verdict import finish_reasons as fr
 from streamtap.diagnostics.verdict.client_sees import SENTENCES, VALUES
@@ -382,7 +383,7 @@ def span_attributes(record: dict) -> dict:
     from streamtap.diagnostics.views.spans import record_to_span
 
     stamped = {**record, "trace_id": "0123456789abcdef", "started_at": "2026-11-25T12:00:00Z"}
-    return record_to_span(stamped).attributes
+    return record_to_span(record_from_dict(stamped)).attributes
 
 
 @pytest.mark.parametrize("dialect", sorted(COMPLETE))

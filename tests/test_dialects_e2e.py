@@ -6,6 +6,7 @@ import json
 import httpx
 import pytest
 
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from tests.fakeprovider import Scenario
 from tests.proxyproc import new_session
@@ -75,9 +76,9 @@ def test_connect_timeout_is_a_watchdog_before_the_response():
     recorder.on_request("POST", "/v1/chat/completions", [], b'{"stream": true}')
     error = {"where": "upstream_connect", "type": "ConnectionTimeoutError",
              "message": "Connection timeout to host", "code": None, "cause": None}
-    record = recorder.finish(Ending(upstream="error", error=error, watchdog_fired="connect",
+    record = record_as_dict(recorder.finish(Ending(upstream="error", error=error, watchdog_fired="connect",
                                     downstream_status=502,
-                                    watchdog={"connect_timeout_ms": 30000}), 30001.0)
+                                    watchdog={"connect_timeout_ms": 30000}), 30001.0))
     assert record["outcome"]["boundary"] == "watchdog"
     assert record["outcome"]["phase"] == "before_response"
     assert record["outcome"]["retryable"] is True

@@ -29,6 +29,7 @@ import httpx
 import openai
 import pytest
 
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.redaction.echoes import (ECHO, MESSAGE_DROPPED, TEXT_BUDGET,
                                                  RequestEchoes, credential_values)
 from streamtap.diagnostics.record.recorder import Ending, Recorder
@@ -378,8 +379,8 @@ def record_of(answer: list[bytes], *, status: int = 200, body: dict | bytes | No
                          2.0)
     for chunk in answer:
         recorder.feed(chunk, 3.0)
-    return recorder.finish(Ending(upstream="complete", downstream_status=status,
-                                  upstream_end_ms=4.0), 4.0)
+    return record_as_dict(recorder.finish(Ending(upstream="complete", downstream_status=status,
+                                  upstream_end_ms=4.0), 4.0))
 
 
 def http_error(message: str, **fields) -> list[bytes]:
@@ -501,7 +502,7 @@ def test_no_exchange_holds_its_request_body_while_the_record_waits():
     assert not done.echoes.holds_body
     failed = exchange(400, http_error(f"bad input: {PROMPT}"))
     assert not failed.echoes.holds_body  # looked up already: the queue holds no request body
-    record = failed.finish(Ending(upstream="complete", upstream_end_ms=3.0), 3.0)
+    record = record_as_dict(failed.finish(Ending(upstream="complete", upstream_end_ms=3.0), 3.0))
     assert record["error"]["error_message"] == f"bad input: {ECHO}"
 
 

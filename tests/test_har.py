@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 from haralyzer import HarEntry, HarParser
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.proxy.store import write_record
 from tests.tracefixtures import START, build
 
@@ -85,7 +86,7 @@ def test_bodies_only_for_a_record_made_with_capture(tmp_path):
     records = build(tmp_path / "traces")
     captured = dict(records[0], capture=True, trace_id="cafecafecafecafe")
     body = b'data: {"choices":[]}\n\n'
-    write_record(tmp_path / "traces", captured, START, {"request": b'{"model":"m"}',
+    write_record(tmp_path / "traces", record_from_dict(captured), START, {"request": b'{"model":"m"}',
                                                         "response": body})
     har = export(tmp_path / "traces", tmp_path / "c.har", "--session", "alpha")
     by_id = {e["_streamtap"]["trace_id"]: e for e in har["log"]["entries"]}

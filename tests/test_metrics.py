@@ -12,6 +12,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from streamtap.diagnostics.record.schema import RecordVersionError, record_from_dict
 from streamtap.diagnostics.record.schema import longest_silence_ms
 from streamtap.diagnostics.views.measures import (MAX_LABEL_CHARS, OTHER, LabelCap, frame_gaps,
                                                   measures)
@@ -94,7 +95,7 @@ def test_label_values_are_capped_so_a_chatty_client_cannot_grow_memory():
     metrics = PrometheusMetrics(label_values=3)
     record = complete()
     for index in range(500):
-        metrics.observe({**record, "request": {**record["request"], "model": f"model-{index}"}})
+        metrics.observe(record_from_dict({**record, "request": {**record["request"], "model": f"model-{index}"}}))
     models = {s.labels["model"] for s in samples(metrics.exposition().decode(),
                                                  "streamtap_requests_total")}
     assert models == {"model-0", "model-1", "model-2", OTHER}
@@ -103,7 +104,7 @@ def test_label_values_are_capped_so_a_chatty_client_cannot_grow_memory():
     assert total == 500  # nothing is lost, the rest is counted under `other`
     long_name = {**record, "request": {**record["request"], "model": "x" * 10_000}}
     wide = PrometheusMetrics(label_values=5)
-    wide.observe(long_name)
+    wide.observe(record_from_dict(long_name))
     assert {len(s.labels["model"]) for s in samples(wide.exposition().decode(),
                                                     "streamtap_requests_total")} == \
         {MAX_LABEL_CHARS}
@@ -111,29 +112,33 @@ def test_label_values_are_capped_so_a_chatty_client_cannot_grow_memory():
 
 def test_two_proxies_in_one_process_keep_their_own_counts():
     first, second = PrometheusMetrics(10), PrometheusMetrics(10)
-    first.observe(complete())
-    first.observe(reset_mid_tool_call())
+    first.observe(record_from_dict(complete()))
+    first.observe(record_from_dict(reset_mid_tool_call()))
     assert sum(s.value for s in samples(first.exposition().decode(),
                                         "streamtap_requests_total")) == 2
     assert samples(second.exposition().decode(), "streamtap_requests_total") == []
 
 
 def test_frame_gaps_leave_out_the_hole_between_head_and_tail():
-    record = {"frames": [[0.0, 1, "e", None], [10.0, 1, "e", None], [5000.0, 1, "e", None],
+    record = {"schema_version": 2, "trace_id": "t", "session_id": "s", "started_at": "x",
+              "frames": [[0.0, 1, "e", None], [10.0, 1, "e", None], [5000.0, 1, "e", None],
                          [5020.0, 1, "e", None]], "frames_dropped": 300}
-    assert frame_gaps(record) == (0.01, 0.02)  # not the 4.99 s across the dropped frames
-    assert frame_gaps({**record, "frames_dropped": 0}) == (0.01, 4.99, 0.02)
-    assert frame_gaps({"frames": [["bad"], [3.0, 1, "e", None]]}) == ()
+    assert frame_gaps(record_from_dict(record)) == (0.01, 0.02)  # not the 4.99 s across the dropped frames
+    assert frame_gaps(record_from_dict({**record, "frames_dropped": 0})) == (0.01, 4.99, 0.02)
+    with pytest.raises(RecordVersionError, match="frames"):  # a bad frame is refused on reading
+        record_from_dict({**record, "frames": [["bad"], [3.0, 1, "e", None]]})
 
 
 def test_the_longest_silence_is_the_one_show_and_stats_name():
     # A stall after the last frame, until the client gave up: the silence that matters is not
     # between two frames, and the histogram must say the same as `show` and `stats`.
-    record = {"dialect": "openai-chat", "outcome": {}, "request": {}, "route": "r",
+    record = {"schema_version": 2, "trace_id": "t", "session_id": "s", "started_at": "x",
+              "dialect": "openai-chat", "request": {}, "route": "r",
               "timeline": {"max_gap_ms": 20.0, "duration_ms": 2100.0, "downstream_end": 2100.0},
               "frames": [[0.0, 1, "e", None], [20.0, 1, "e", None], [40.0, 1, "e", None]]}
-    silence = measures(record, LabelCap(10)).longest_silence_s
-    assert silence == longest_silence_ms(record["timeline"], record["frames"]) / 1000
+    silence = measures(record_from_dict(record), LabelCap(10)).longest_silence_s
+    typed = record_from_dict(record)
+    assert silence == longest_silence_ms(typed.timeline, typed.frames) / 1000
     assert silence > 2.0
 
 

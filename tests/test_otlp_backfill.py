@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.proxy.store import write_record
 from tests.otlpsink import OtlpSink
 from tests.unit.test_spans import complete, http_error, reset_mid_tool_call, wrapped_error
@@ -34,7 +35,7 @@ def trace_dir_with_records(tmp_path):
     for index, (record, started) in enumerate(records):
         record.update(started_at=started, trace_id=f"{index + 1:016x}",
                       session_id="old" if started.startswith("2026-11-24") else "team-a")
-        write_record(trace_dir, record, datetime.fromisoformat(started.replace("Z", "+00:00")))
+        write_record(trace_dir, record_from_dict(record), datetime.fromisoformat(started.replace("Z", "+00:00")))
     (trace_dir / "team-a" / "broken.json").write_text("{not json")
     return trace_dir
 

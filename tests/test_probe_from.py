@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.samples.repro import break_point, build_repro
 from streamtap.proxy.testing.records import read_records
@@ -80,7 +81,7 @@ def test_the_client_meets_the_recorded_failure_as_it_did_the_original(recorded, 
     probed = probed.as_dict()
     for key in ("boundary", "phase"):
         assert probed["outcome"][key] == original["outcome"][key], key
-    assert break_point(probed) == break_point(original)  # frame index and byte offset
+    assert break_point(record_from_dict(probed)) == break_point(record_from_dict(original))  # frame index and byte offset
     for key in ("frame_count", "event_counts", "terminal"):
         assert probed["stream"][key] == original["stream"][key], key
 
@@ -120,7 +121,7 @@ def test_a_client_of_another_dialect_is_told_the_folders_set_it(recorded, tmp_pa
 
 def _write_repro(folder: Path, record: dict, trace_id: str, **sample_changes) -> Path:
     """A repro folder of a pure record, as `streamtap repro` lays it out."""
-    sample, manifest = build_repro(record)
+    sample, manifest = build_repro(record_from_dict(record))
     manifest["trace_id"] = trace_id
     sample.update(sample_changes)
     folder.mkdir()
@@ -159,8 +160,8 @@ def test_the_fake_serves_a_sample_every_time_or_the_next_times_it_is_told():
     from streamtap import FakeProvider
 
     data = b"".join(chat_text_stream(4, done=False)[:4])
-    sample, _ = build_repro(record_stream(data, path="/v1/chat/completions",
-                                          upstream="reset", downstream="aborted"))
+    sample, _ = build_repro(record_from_dict(record_stream(data, path="/v1/chat/completions",
+                                          upstream="reset", downstream="aborted")))
     body = {"model": "m", "stream": True, "messages": []}
 
     def read(fake) -> str:

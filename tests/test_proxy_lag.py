@@ -11,6 +11,7 @@ import time
 import httpx
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap import FakeProvider, Proxy
 from streamtap.diagnostics.views.html import render_trace
 from streamtap.diagnostics.verdict.proxylag import PROXY_LAG_WARN_MS, lag_warning
@@ -66,7 +67,7 @@ def test_a_stall_of_the_proxy_itself_is_recorded_shown_and_lowers_the_verdict(tm
                            timeout=60, check=True).stdout
     warning = f"warning: streamtap itself was {lag} late at "
     assert warning in shown and "confidence: medium" in shown
-    html = render_trace(build_view(stalled_record.as_dict()))  # the live page's and the report's
+    html = render_trace(build_view(record_from_dict(stalled_record.as_dict())))  # the live page's and the report's
     assert f'<p class="lag-warning">{warning}' in html
 
     # Every record carries the field, measured or not (None: no check fell due while it was open).

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.samples.samples import build_sample
 from streamtap.proxy.replay.choose import Chooser, read_ask, request_model
 from streamtap.proxy.replay.library import Loaded
@@ -194,13 +195,13 @@ def trips(fake, tmp_path_factory):
         seen = read_stream(proxy.url("fake") + prefixes[case.name] + case.path,
                            request_body(case.name, case.tools), session,
                            leave_when_silent=case.expect == "client_gone")
-        return RoundTrip(case, build_sample(proxy.record(session)), client_original=seen)
+        return RoundTrip(case, build_sample(record_from_dict(proxy.record(session))), client_original=seen)
 
     def no_response() -> RoundTrip:
         session = new_session()
         case = Case("no_response", "/v1/chat/completions", (), "clean", "no_response")
         seen = read_stream(proxy.url("dead") + case.path, request_body(case.name, ()), session)
-        return RoundTrip(case, build_sample(proxy.record(session)), client_original=seen)
+        return RoundTrip(case, build_sample(record_from_dict(proxy.record(session))), client_original=seen)
 
     try:
         with ThreadPoolExecutor(max_workers=3) as pool:
@@ -217,7 +218,7 @@ def trips(fake, tmp_path_factory):
                     proxy.url("rp") + prefix + trip.case.path,
                     request_body(trip.case.name, trip.case.tools), session,
                     leave_when_silent=trip.case.expect == "client_gone")
-                trip.replayed = build_sample(proxy.record(session))
+                trip.replayed = build_sample(record_from_dict(proxy.record(session)))
                 return trip
 
             with ThreadPoolExecutor(max_workers=3) as pool:

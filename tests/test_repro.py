@@ -17,6 +17,7 @@ import openai
 import anthropic
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.samples.repro import break_point
 from streamtap.proxy.replay.repro import load_repro, kit_file_names
 from tests.fakeprovider import Scenario
@@ -181,7 +182,7 @@ def _same_break(trip: Trip) -> None:
     original, replayed = trip.original, trip.replayed
     assert original["outcome"]["phase"] == trip.failure.phase  # the failure is the one meant
     assert replayed["outcome"]["phase"] == original["outcome"]["phase"]
-    assert break_point(replayed) == break_point(original)  # frame index, byte offset
+    assert break_point(record_from_dict(replayed)) == break_point(record_from_dict(original))  # frame index, byte offset
     for key in ("frame_count", "event_counts", "terminal", "finish_reason"):
         assert replayed["stream"][key] == original["stream"][key], key
     assert [f[2] for f in replayed["frames"]] == [f[2] for f in original["frames"]]
@@ -222,7 +223,7 @@ def test_the_manifest_says_where_and_how_it_broke(trips, name):
     trip = trips[name]
     dialect = trip.failure.dialect
     case = load_repro(trip.folder)
-    point = break_point(trip.original)
+    point = break_point(record_from_dict(trip.original))
     assert (case.dialect, case.ending, case.phase) == (dialect, trip.failure.expect,
                                                        trip.failure.phase)
     assert case.point == point

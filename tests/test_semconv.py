@@ -5,9 +5,12 @@ for span attributes and metrics alike; the same metrics as GET /_streamtap/metri
 
 from __future__ import annotations
 
+import msgspec
 import openai
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
+from streamtap.diagnostics.record.types import Outcome
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import error_type, record_to_span
 from streamtap.proxy.config import ConfigError, from_mapping, otlp_from_env
@@ -46,8 +49,8 @@ def test_the_opt_in_is_read_as_a_comma_separated_list(value, wanted):
 
 def test_span_attributes_take_the_renamed_names_under_the_opt_in_and_keep_the_span_name():
     record = with_cache_write(complete())
-    old = record_to_span(record)
-    new = record_to_span(record, vocabulary=sc.LATEST)
+    old = record_to_span(record_from_dict(record))
+    new = record_to_span(record_from_dict(record), vocabulary=sc.LATEST)
     assert old.attributes["gen_ai.usage.cache_creation.input_tokens"] == 7
     assert "gen_ai.usage.cache_write.input_tokens" not in old.attributes
     assert new.attributes["gen_ai.usage.cache_write.input_tokens"] == 7
@@ -88,24 +91,24 @@ def test_otlp_metrics_need_an_endpoint_and_go_beside_the_spans(monkeypatch, tmp_
 
 
 def test_error_type_is_boundary_and_evidence_code_from_documented_lists():
-    assert error_type(reset_mid_tool_call()["outcome"]) == "transport:upstream_reset"
-    assert error_type(wrapped_error()["outcome"]) == "provider_error:wrapped_chunk"
-    assert error_type(http_error()["outcome"]) == "provider_error:http_429"
-    assert error_type(complete()["outcome"]) is None
+    assert error_type(record_from_dict(reset_mid_tool_call()).outcome) == "transport:upstream_reset"
+    assert error_type(record_from_dict(wrapped_error()).outcome) == "provider_error:wrapped_chunk"
+    assert error_type(record_from_dict(http_error()).outcome) == "provider_error:http_429"
+    assert error_type(record_from_dict(complete()).outcome) is None
     for boundary in sc.ERROR_TYPE_BOUNDARIES:
-        assert error_type({"ok": False, "boundary": boundary, "evidence": []}) == boundary
+        assert error_type(Outcome(ok=False, boundary=boundary, phase="text")) == boundary
 
 
 def test_error_type_never_carries_free_text():
     # A record from a foreign or hand-edited file: its first evidence is a provider's sentence.
     message = "Connection reset by peer while talking to 10.1.2.3 for user alice@example.com"
     outcome = {**reset_mid_tool_call()["outcome"], "evidence": [message, "upstream_reset"]}
-    assert error_type(outcome) == "transport"
-    span = record_to_span({**reset_mid_tool_call(), "outcome": outcome})
+    assert error_type(msgspec.convert(outcome, Outcome)) == "transport"
+    span = record_to_span(record_from_dict({**reset_mid_tool_call(), "outcome": outcome}))
     assert span.attributes[sc.ERROR_TYPE] == "transport"
     odd = {"ok": False, "boundary": "the upstream said: quota exceeded for key sk-1",
-           "evidence": ["http_429"]}
-    assert error_type(odd) == sc.ERROR_TYPE_OTHER
+           "phase": "before_response", "evidence": ["http_429"]}
+    assert error_type(msgspec.convert(odd, Outcome)) == sc.ERROR_TYPE_OTHER
 
 
 @pytest.mark.parametrize("semconv, names, absent", [("v1.41.0", OLD_METRICS, NEW_METRICS),
@@ -116,7 +119,7 @@ def test_metrics_go_over_otlp_in_the_vocabulary_in_force(sink, semconv, names, a
     exporter = OtlpExporter(settings(sink.endpoint, metrics=True, semconv=semconv), LOG,
                             label_values=10)
     for record in (complete(), complete(), reset_mid_tool_call()):
-        exporter.offer(record)
+        exporter.offer(record_from_dict(record))
     assert exporter.flush(10)
     exporter.close()  # sends what was aggregated
     metrics = sink.metrics()

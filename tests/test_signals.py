@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.samples.samples import sample_ending
 from tests.clients import BackgroundRead, RawClient, log_events, wait_for
 from tests.fakeprovider import Scenario
@@ -124,7 +125,7 @@ def assert_forced(record: dict, frames_at_least: int) -> None:
         "proxy", "shutdown_forced", "text"), outcome
     assert record["stream"]["frame_count"] >= frames_at_least and record["frames"]
     assert record["downstream"]["ended"] == "aborted" and record["response"]["status"] == 200
-    assert sample_ending(record) == "reset"
+    assert sample_ending(record_from_dict(record)) == "reset"
 
 
 @pytest.mark.parametrize("signals", [(signal.SIGTERM, signal.SIGINT),

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.record.index_fields import (ABSENT, FieldReader, NotAnIndexLine,
                                                        decode)
 from streamtap.diagnostics.record.schema import INDEX_KEYS, index_line
@@ -416,8 +417,9 @@ def test_fields_must_be_asked_in_index_order():
 
 
 def test_index_line_writes_index_keys_in_order():
-    record = {"schema_version": 1, "trace_id": "t", "started_at": "x", "route": "r"}
-    assert tuple(index_line(record)) == INDEX_KEYS
+    record = {"schema_version": 1, "trace_id": "t", "session_id": "s", "started_at": "x",
+              "route": "r"}
+    assert tuple(index_line(record_from_dict(record))) == INDEX_KEYS
 
 
 def test_the_fast_path_reads_todays_lines_without_json():
@@ -471,7 +473,7 @@ def test_terminal_after_error_is_a_terminal_a_client_took_for_success():
         {"type": "response.failed", "response": {"id": "resp_e2e1", "status": "failed",
                                                  "error": {"code": "server_error"}}}, seq)],
         "/v1/responses")
-    assert [index_line(record)["terminal_after_error"] for record in (
+    assert [index_line(record_from_dict(record))["terminal_after_error"] for record in (
         done_after_error, finish_error, plain_done, no_terminal, failed)] == [
         True, True, False, False, False]
     # response.failed is the terminal and the error at once: the client was told it failed

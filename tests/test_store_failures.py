@@ -19,6 +19,8 @@ import httpx
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
+from streamtap.diagnostics.record.schema import encode_record, record_from_dict
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.proxy.store import TraceStore, append_line
 
 
@@ -53,10 +55,12 @@ class Disk:
         return written
 
 
-def record(n: int, session: str = "s") -> dict:
-    return {"schema_version": 1, "trace_id": f"{n:016x}", "session_id": session,
-            "started_at": "2026-01-01T00:00:00.000Z", "route": "r", "request": {},
-            "response": {"status": 200}, "outcome": {"ok": True}, "timeline": {}}
+def record(n: int, session: str = "s") -> TraceRecord:
+    return record_from_dict({
+        "schema_version": 1, "trace_id": f"{n:016x}", "session_id": session,
+        "started_at": "2026-01-01T00:00:00.000Z", "route": "r", "request": {},
+        "response": {"status": 200}, "outcome": {"ok": True, "boundary": "none",
+                                                 "phase": "complete"}, "timeline": {}})
 
 
 def fill(store: TraceStore, numbers) -> None:
@@ -77,7 +81,7 @@ def test_a_full_disk_leaves_whole_index_lines_and_records_that_match_them(tmp_pa
     settle(store, 5)
     # Room for one record file and 20 bytes of its index line, then none.
     disk.full = True
-    disk.room = len(json.dumps(record(5), separators=(",", ":"))) + 20
+    disk.room = len(encode_record(record(5))) + 20
     fill(store, range(5, 35))
     settle(store, 35)
     health = store.health()

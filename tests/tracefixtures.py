@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from streamtap.diagnostics.record.recorder import Ending, Recorder
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.verdict.errors import fingerprint
 from streamtap.proxy.store import write_record
 from tests.streams import chat_text_stream, chat_tool_stream, sse
@@ -69,7 +70,8 @@ def _gone() -> BaseException:
 
 
 def build(trace_dir: Path) -> list[dict]:
-    """Write the fixture records into trace_dir; return them in the order written."""
+    """Write the fixture records into trace_dir; return them in the order written, as their files
+    hold them (JSON builtins)."""
     cases = [
         _record(1, "alpha", chat_text_stream(4), message_id="msg-1"),
         _record(2, "alpha", chat_tool_stream(4, finish=False), tools=True, end_gap_ms=900,
@@ -100,5 +102,5 @@ def build(trace_dir: Path) -> list[dict]:
     records = []
     for record, started in cases:
         write_record(trace_dir, record, started)
-        records.append(record)
+        records.append(record_as_dict(record))
     return records

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import msgspec
 
 from streamtap.diagnostics.dialects import events as ev
-from streamtap.diagnostics.verdict.classify import SLOWING_FAULTS, Facts, classify
+from streamtap.diagnostics.verdict.classify import classify
 from streamtap.diagnostics.dialects import SOURCE_CONTENT_TYPE, SOURCE_FALLBACK, choose
 from streamtap.diagnostics.dialects.sniff import SniffingSse
 from streamtap.diagnostics.dialects.base import (FRAMING_BODY, FRAMING_NONE, Dialect,
@@ -21,6 +23,9 @@ from streamtap.diagnostics.dialects.json_body import JsonBody, provider_error_su
 from streamtap.diagnostics.redaction.echoes import RequestEchoes, remove_credentials_everywhere
 from streamtap.diagnostics.redaction.messages import settle_messages
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
+from streamtap.diagnostics.record.ending import Ending, close_facts, proxy_lag
+from streamtap.diagnostics.record.facts import facts_from_record
+from streamtap.diagnostics.record.types import Outcome, TraceRecord
 from streamtap.diagnostics.redaction.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT,
                                                     find_request_id, keep_headers, query_keys,
                                                     redact_path)
@@ -35,18 +40,6 @@ TIMELINE_MARKS = ("request_received", "upstream_connected", "request_sent", "res
                   "first_byte", "first_event", "first_progress", "last_progress", "terminal_event",
                   "upstream_end", "downstream_end", "last_byte", "last_event")
 
-# Record fields the credential sweep at the end of `Recorder.finish` leaves alone: streamtap's own
-# values and the configuration's names (route, dialect), which may share a placeholder key's word
-# (`ollama`); the session and message ids, the user's labels kept as given (README); the frames,
-# numbers and event kinds.
-NO_REQUEST_TEXT = frozenset({"schema_version", "trace_id", "session_id", "message_id",
-                             "started_at", "route", "provider", "dialect", "dialect_source",
-                             "frames"})
-
-
-# How an upstream can end by itself (Ending.upstream): anything else is streamtap closing it
-# (`closed_by_proxy`) or it never started. `malformed` is broken chunked framing.
-UPSTREAM_ENDED = ("complete", "reset", "truncated", "malformed", "error")
 
 
 @dataclass(frozen=True)
@@ -56,81 +49,6 @@ class Limits:
     max_body_parse: int = 8 * 1024 * 1024  # a JSON body larger than this is counted, not parsed
     max_shapes: int = DEFAULT_MAX_SHAPES
     keep_ratelimit_headers: bool = False
-
-
-@dataclass
-class Ending:
-    """How the exchange ended, as the proxy saw it. Every field is a fact, not a guess."""
-
-    # one of UPSTREAM_ENDED, closed_by_proxy or not_started
-    upstream: str = "not_started"
-    downstream: str = "complete"  # complete | aborted | client_gone
-    downstream_status: int | None = None
-    downstream_bytes: int = 0
-    error: dict | None = None  # fingerprint from diagnostics.verdict.errors
-    watchdog_fired: str | None = None  # connect | idle | progress
-    shutdown: bool = False
-    # A second stop signal ended it at once, without waiting for it (proxy/serve/forced.py)
-    shutdown_forced: bool = False
-    proxy_reason: str | None = None  # the proxy answered or ended it itself: request_too_large ...
-    fault: dict | None = None
-    upstream_end_ms: float | None = None
-    downstream_end_ms: float | None = None
-    watchdog: dict = field(default_factory=dict)
-    # A stale pooled connection retried (proxy/serve/upstream.py): a fixed reason and an error
-    # fingerprint, whose message passes the secret scrubber like every `error` here.
-    upstream_retry: dict | None = None
-    # Evidence codes the proxy saw that decide no verdict but explain one, e.g.
-    # `path_repeats_route_prefix`; fixed codes, never text from the request.
-    notes: list[str] = field(default_factory=list)
-    # The proxy's own worst event-loop lag while the exchange was open, in ms, and when (ms
-    # since the request arrived) the stall ended; None when no lag check fell due before the
-    # exchange ended (proxy/serve/looplag.py).
-    proxy_lag_max_ms: float | None = None
-    proxy_lag_at_ms: float | None = None
-
-
-def proxy_lag(ending: Ending) -> dict:
-    """The timeline's account of streamtap's own lag (diagnostics/verdict/proxylag.py)."""
-    lag, at = ending.proxy_lag_max_ms, ending.proxy_lag_at_ms
-    return {"proxy_lag_max_ms": round(lag, 1) if lag is not None else None,
-            "proxy_lag_at_ms": round(at, 1) if at is not None else None}
-
-
-def closed_by(ending: Ending) -> str | None:
-    """Who ended the connection: `client`, `streamtap` (a fault, a watchdog, shutdown, its own
-    answer) or `upstream`; None when nothing was connected."""
-    fault = ending.fault or {}
-    if ending.downstream == "client_gone":
-        return "client"
-    if (ending.shutdown or ending.watchdog_fired or ending.proxy_reason
-            or (fault.get("fired") and fault.get("action") not in SLOWING_FAULTS)):
-        return "streamtap"
-    if ending.upstream in UPSTREAM_ENDED:
-        return "upstream"
-    return None
-
-
-def close_facts(ending: Ending, marks: dict, state: StreamState, duration_ms: float) -> dict:
-    """The record's `close`: when the connection ended as the client saw it, who ended it, how
-    long nothing had come before, the keep-alives since the last real event, and how long it
-    stayed open after the terminal event. Numbers and one fixed word: no content, no secret."""
-    close_ms = next(value for value in (ending.downstream_end_ms, ending.upstream_end_ms,
-                                        duration_ms) if value is not None)
-    # The last sign of life: a body byte, else the headers, else the request going out.
-    alive = next((value for value in (marks["last_byte"], marks["response_headers"],
-                                      marks["request_sent"]) if value is not None), 0.0)
-    beats = state.beats_since_event
-    interval = None
-    if beats >= 2:
-        interval = round((state.last_beat_ms - state.first_beat_ms) / (beats - 1), 1)
-    after_terminal = None
-    if state.terminal_ms is not None:
-        after_terminal = round(max(close_ms - state.terminal_ms, 0.0), 1)
-    return {"by": closed_by(ending), "at_ms": round(close_ms, 1),
-            "silence_ms": round(max(close_ms - alive, 0.0), 1),
-            "heartbeats_since_event": beats, "heartbeat_interval_ms": interval,
-            "open_after_terminal_ms": after_terminal}
 
 
 class Recorder:
@@ -376,8 +294,8 @@ class Recorder:
         return self.dialect_source if self.dialect is not None else None
 
     # -- the end ------------------------------------------------------------------------------
-    def finish(self, ending: Ending, duration_ms: float) -> dict:
-        """Close the books and return the trace record (a plain dict, schema_version 1)."""
+    def finish(self, ending: Ending, duration_ms: float) -> TraceRecord:
+        """Close the books and return the trace record."""
         end_ms = self._end_ms(ending, duration_ms)
         self._close_stream(end_ms)
         state = self.state
@@ -412,20 +330,7 @@ class Recorder:
         settle_messages(slots, self.echoes)
         frames = [[round(t, 1), size, kind, shape]
                   for t, size, kind, shape in (*self._head, *self._tail)]
-        identity = {
-            "schema_version": SCHEMA_VERSION,
-            "trace_id": self.trace_id,
-            "session_id": self.session_id,
-            "message_id": self.message_id,
-            "started_at": self.started_at,
-            "route": self.route,
-            "provider": self.provider,
-            "dialect": self.dialect.name if self.dialect else None,
-            "dialect_source": self._source(),
-            "upstream_url": self.upstream_url,
-        }
-        record = {
-            **identity,
+        sections = {
             "request": self.request,
             "response": self.response,
             "correlation": {"request_id": self.request_id, "response_id": state.response_id},
@@ -436,7 +341,6 @@ class Recorder:
                 "duration_ms": round(duration_ms, 1),
                 **proxy_lag(ending),
             },
-            "frames": frames,
             "frames_dropped": self.frame_count - len(frames),
             "shapes": self.shapes.shapes,
             "shapes_dropped": self.shapes.dropped,
@@ -468,13 +372,26 @@ class Recorder:
             "close": close_facts(ending, marks, state, duration_ms),
             "capture": self.capture,
         }
-        outcome = classify(Facts.from_record(record, state, ending))
-        outcome = with_client_view(outcome, record["dialect"], record["stream"])
-        # The verdict right after the identity fields, so `head` of a record file shows it.
-        record = {**identity, "outcome": outcome,
-                  **{key: value for key, value in record.items() if key not in identity}}
         # A request's credential is removed wherever it landed (a path segment, an error code, a
         # response header the provider echoed it in), and so from the index and the log line.
-        return {key: value if key in NO_REQUEST_TEXT else
-                remove_credentials_everywhere(value, self.echoes)
-                for key, value in record.items()}
+        # Left alone: the identity (streamtap's own values, the configuration's names, which may
+        # share a placeholder key's word such as `ollama`, and the user's labels kept as given)
+        # and the frames (numbers and event kinds).
+        record = msgspec.convert({
+            "schema_version": SCHEMA_VERSION,
+            "trace_id": self.trace_id,
+            "session_id": self.session_id,
+            "message_id": self.message_id,
+            "started_at": self.started_at,
+            "route": self.route,
+            "provider": self.provider,
+            "dialect": self.dialect.name if self.dialect else None,
+            "dialect_source": self._source(),
+            "upstream_url": remove_credentials_everywhere(self.upstream_url, self.echoes),
+            **remove_credentials_everywhere(sections, self.echoes),
+            "frames": frames,
+        }, TraceRecord)
+        outcome = with_client_view(classify(facts_from_record(record, state, ending)),
+                                   record.dialect, sections["stream"])
+        outcome = remove_credentials_everywhere(outcome, self.echoes)
+        return msgspec.structs.replace(record, outcome=msgspec.convert(outcome, Outcome))

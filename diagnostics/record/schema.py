@@ -1,15 +1,40 @@
-"""The trace record's schema version, and the one reader every consumer uses.
+"""The trace record's schema: its version, the one reader and writer every consumer uses, and
+the projections of a record (the index line, the silence `show` names).
 
 Readers (show, report, samples, replay) accept every version we ever wrote: each old version is
-upgraded one step at a time, and a record from a newer streamtap is refused with what to do.
+upgraded one step at a time, then decoded into the typed record (record/types.py), which checks
+every field's type; a record from a newer streamtap is refused with what to do.
+
+Version 2 is the typed record: every field is written, None when unknown. Version 1 left out what
+it did not know (a request's `model`, an error's `status`, sections added later such as `close`),
+and the types' defaults are exactly those absences, so its upgrade is the version number.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from collections.abc import Callable
 
-# convert_N_to_N+1 functions, in order. Empty until version 2 exists.
-_UPGRADES: dict[int, object] = {}
+import msgspec
+
+from streamtap.diagnostics.record.types import Frame, Timeline, TraceRecord
+from streamtap.diagnostics.verdict.outward import client_fields
+
+SCHEMA_VERSION = 2
+
+
+def _v1_to_v2(record: dict) -> dict:
+    """Version 1 records written before the outcome said what the client sees get it derived
+    (a function of the verdict and the stream alone, verdict/outward.py)."""
+    outcome = record.get("outcome")
+    if isinstance(outcome, dict):
+        stream = record.get("stream") if isinstance(record.get("stream"), dict) else {}
+        outcome = {**outcome, **client_fields(outcome, record.get("dialect"), stream)}
+    return {**record, "outcome": outcome, "schema_version": 2}
+
+
+# convert_N_to_N+1 functions, in order.
+_UPGRADES: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+_ENCODER = msgspec.json.Encoder()
 
 
 class RecordVersionError(ValueError):
@@ -28,9 +53,45 @@ def upgrade(record: dict) -> dict:
             f"record {record.get('trace_id')} has schema_version {version}, newer than this "
             f"streamtap understands ({SCHEMA_VERSION}); upgrade streamtap to read it")
     while version < SCHEMA_VERSION:
-        record = _UPGRADES[version](record)  # type: ignore[operator]
+        record = _UPGRADES[version](record)
         version = record["schema_version"]
     return record
+
+
+def record_from_dict(record: dict) -> TraceRecord:
+    """A parsed record file (any version we wrote) as the typed record, or RecordVersionError
+    saying which field is wrong."""
+    if not isinstance(record, dict):
+        raise RecordVersionError("not a streamtap trace record (not a JSON object); point the "
+                                 "command at a streamtap trace directory")
+    current = upgrade(record)
+    try:
+        return msgspec.convert(current, TraceRecord)
+    except msgspec.ValidationError as exc:
+        raise RecordVersionError(
+            f"record {record.get('trace_id')} does not match schema_version "
+            f"{current['schema_version']}: {exc}; was the file edited by hand?") from None
+
+
+def decode_record(data: bytes) -> TraceRecord:
+    """A record file's bytes as the typed record (record_from_dict's errors, and ValueError for
+    bytes that are no JSON)."""
+    try:
+        parsed = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    return record_from_dict(parsed)
+
+
+def encode_record(record: TraceRecord) -> bytes:
+    """A record's file contents: compact JSON, fields in the types' order (the verdict right after
+    the identity, so `head -c 600` of a file shows it)."""
+    return _ENCODER.encode(record)
+
+
+def record_as_dict(record: TraceRecord) -> dict:
+    """The record as JSON-ready builtins, for the views that print it whole (`show --json`)."""
+    return msgspec.to_builtins(record)
 
 
 def upstream_host(upstream_url: str | None) -> str | None:
@@ -41,15 +102,15 @@ def upstream_host(upstream_url: str | None) -> str | None:
     return upstream_url.split("://", 1)[1].split("/", 1)[0] or None
 
 
-def longest_silence_ms(timeline: dict, frames: list) -> float | None:
+def longest_silence_ms(timeline: Timeline, frames: list[Frame]) -> float | None:
     """The longest time without a frame, from the response headers to the end: the longest gap
     between frames (timeline.max_gap_ms, exact even when frames were dropped), or the silence
     from the last frame to the end if longer; the silence `show` names. None with no response."""
-    last = frames[-1][0] if frames else timeline.get("response_headers")
+    last = frames[-1].t_ms if frames else timeline.response_headers
     if last is None:
         return None
-    final = (timeline.get("duration_ms") or 0.0) - last
-    return round(max(timeline.get("max_gap_ms") or 0.0, final, 0.0), 1)
+    final = (timeline.duration_ms or 0.0) - last
+    return round(max(timeline.max_gap_ms or 0.0, final, 0.0), 1)
 
 
 # The error shape that is itself the terminal event (Responses' `response.failed`): a client is
@@ -57,68 +118,65 @@ def longest_silence_ms(timeline: dict, frames: list) -> float | None:
 FAILED_TERMINAL = "failed_terminal"
 
 
-def terminal_after_error(record: dict) -> bool:
+def terminal_after_error(record: TraceRecord) -> bool:
     """The terminal event came after an error inside the stream: a gateway that writes `[DONE]`
     (or `message_stop`) after the provider failed, which a client takes for a finished turn."""
-    stream = record.get("stream") or {}
-    errors = stream.get("errors") or ()
-    terminal_ms = (record.get("timeline") or {}).get("terminal_event")
-    if stream.get("terminal") is None or terminal_ms is None:
+    errors = record.stream.errors
+    terminal_ms = record.timeline.terminal_event
+    if record.stream.terminal is None or terminal_ms is None:
         return False
-    if any(error.get("shape") == FAILED_TERMINAL for error in errors):
+    if any(error.shape == FAILED_TERMINAL for error in errors):
         return False
-    return any((error.get("t_ms") or 0.0) <= terminal_ms for error in errors)
+    return any((error.t_ms or 0.0) <= terminal_ms for error in errors)
 
 
-def index_line(record: dict, file: str | None = None) -> dict:
+def index_line(record: TraceRecord, file: str | None = None) -> dict:
     """The one-line summary of a record that goes to the session's index.jsonl: everything `ls`
     and `stats` read, so neither opens a record. `file` is the record's file name in its session
     folder (a time stamp and the trace id: no secret, no content). Every key is in INDEX_KEYS, in
-    that order (`stats` reads lines written so without a JSON parse)."""
-    outcome = record.get("outcome") or {}
-    request = record.get("request") or {}
-    response = record.get("response") or {}
-    timeline = record.get("timeline") or {}
-    stream = record.get("stream") or {}
-    fault = record.get("fault") or {}
-    evidence = outcome.get("evidence") or [None]
+    that order (`stats` reads lines written so without a JSON parse). `status` is the upstream's
+    answer and `downstream_status` the client's, as in the log line (proxy/logs.py)."""
+    outcome = record.outcome
+    request = record.request
+    timeline = record.timeline
     return {
-        "schema_version": record["schema_version"],
-        "trace_id": record["trace_id"],
-        "started_at": record["started_at"],
-        "session_id": record.get("session_id"),
-        "message_id": record.get("message_id"),
-        "route": record["route"],
-        "provider": record.get("provider"),
+        "schema_version": record.schema_version,
+        "trace_id": record.trace_id,
+        "started_at": record.started_at,
+        "session_id": record.session_id,
+        "message_id": record.message_id,
+        "route": record.route,
+        "provider": record.provider,
         # `host:port` of the route's configured URL: from the config, never a user, a password,
         # a path or a query, so no secret and no content.
-        "upstream_host": upstream_host(record.get("upstream_url")),
-        "dialect": record.get("dialect"),
-        "dialect_source": record.get("dialect_source"),
-        "method": request.get("method"),
-        "path": request.get("path"),
-        "model": request.get("model"),
-        "status": response.get("status"),
-        "downstream_status": (record.get("downstream") or {}).get("status"),
-        "ok": outcome.get("ok"),
-        "boundary": outcome.get("boundary"),
-        "phase": outcome.get("phase"),
+        "upstream_host": upstream_host(record.upstream_url),
+        "dialect": record.dialect,
+        "dialect_source": record.dialect_source,
+        "method": request.method,
+        "path": request.path,
+        "model": request.model,
+        "status": record.response.status if record.response else None,
+        "downstream_status": record.downstream.status,
+        "ok": outcome.ok if outcome else None,
+        "boundary": outcome.boundary if outcome else None,
+        "phase": outcome.phase if outcome else None,
         # The code the deciding rule of diagnostics/verdict/classify.py names first: a fixed
         # vocabulary (`terminal_event`, `clean_close`, `upstream_reset`, `http_429`,
         # `injected_close`, an error shape...), never a provider's or a client's text.
-        "evidence": evidence[0],
-        "client_sees": outcome.get("client_sees"),  # one of five fixed words: no secret, no content
-        "terminal": stream.get("terminal") is not None,
+        "evidence": outcome.evidence[0] if outcome and outcome.evidence else None,
+        # one of five fixed words: no secret, no content
+        "client_sees": outcome.client_sees if outcome else None,
+        "terminal": record.stream.terminal is not None,
         "terminal_after_error": terminal_after_error(record),
-        "headers_ms": timeline.get("response_headers"),
-        "ttfb_ms": timeline.get("first_byte"),
-        "first_event_ms": timeline.get("first_event"),
-        "duration_ms": timeline.get("duration_ms"),
-        "silence_ms": longest_silence_ms(timeline, record.get("frames") or ()),
-        "frames": stream.get("frame_count"),
-        "fault": fault.get("name"),
+        "headers_ms": timeline.response_headers,
+        "ttfb_ms": timeline.first_byte,
+        "first_event_ms": timeline.first_event,
+        "duration_ms": timeline.duration_ms,
+        "silence_ms": longest_silence_ms(timeline, record.frames),
+        "frames": record.stream.frame_count,
+        "fault": record.fault.name if record.fault else None,
         "file": file,
-        "summary": outcome.get("summary"),
+        "summary": outcome.summary if outcome else None,
     }
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from msgspec import to_builtins
+
 from streamtap.diagnostics.dialects import dialect_for_path
-from streamtap.diagnostics.record.schema import upgrade
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample)
 
@@ -39,20 +41,18 @@ class BreakPoint:
     unterminated: bool  # the last frame was cut before its end
 
 
-def break_point(record: dict) -> BreakPoint:
+def break_point(record: TraceRecord) -> BreakPoint:
     """The break point of a trace record (counts, not the frame list: a long record keeps only
     the head and tail of its frames). An HTTP error, or no response at all, broke before the
     stream's first byte: its body is an error reply, not a stream (and a sample keeps its shape,
     not its size)."""
-    if ((record.get("response") or {}).get("status") or 599) >= 400:
+    if record.response is None or record.response.status >= 400:
         return BreakPoint(frames=0, frame_index=0, byte_offset=0, unterminated=False)
-    stream = record.get("stream") or {}
-    kept = record.get("frames") or []
-    frames = stream.get("frame_count")
-    frames = len(kept) + (record.get("frames_dropped") or 0) if frames is None else frames
-    unterminated = bool(kept) and kept[-1][2] == "unterminated"
+    kept = record.frames
+    frames = record.stream.frame_count
+    unterminated = bool(kept) and kept[-1].kind == "unterminated"
     return BreakPoint(frames=frames, frame_index=frames - 1 if unterminated else frames,
-                      byte_offset=stream.get("bytes") or 0, unterminated=unterminated)
+                      byte_offset=record.stream.bytes, unterminated=unterminated)
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,22 @@ class ReproCase:
     notes: tuple[str, ...] = ()
 
 
-def build_repro(record: dict) -> tuple[dict, dict]:
-    """`(sample, manifest)` for one trace record of any schema version we wrote."""
-    record = upgrade(record)
+def build_repro(record: TraceRecord) -> tuple[dict, dict]:
+    """`(sample, manifest)` for one trace record (any schema version we wrote, as read by the
+    schema)."""
     if answered_by_streamtap(record):
-        raise ReproError(f"trace {record.get('trace_id')} was answered by streamtap itself "
+        raise ReproError(f"trace {record.trace_id} was answered by streamtap itself "
                          "(nothing reached a provider): there is no provider stream to "
                          "reproduce; pick a trace with `streamtap ls --failed`")
     sample = build_sample(record)
     answers = dialect_for_path((sample.get("request") or {}).get("path") or "")
     if sample.get("dialect") in (None, "unknown") and answers is None:
-        raise ReproError(f"trace {record['trace_id']} has no dialect streamtap knows, so no "
+        raise ReproError(f"trace {record.trace_id} has no dialect streamtap knows, so no "
                          "client request could be answered with it; set the route's dialect "
                          "(`--route NAME=URL` with `dialect = ...` in the config) and record "
                          "it again")
     point = break_point(record)
-    outcome = record.get("outcome") or {}
+    outcome = to_builtins(record.outcome) or {}  # the manifest keeps VERDICT_FIELDS of it
     notes = list(sample.get("notes") or [])
     if sample["ending"] == "terminal" and outcome.get("boundary") in (None, "none"):
         notes.append("the original stream did not fail: this repro replays a complete stream")
@@ -98,7 +98,7 @@ def build_repro(record: dict) -> tuple[dict, dict]:
                      "upstream's")
     manifest = {
         "repro_version": REPRO_VERSION,
-        "trace_id": record["trace_id"],  # streamtap's own random hex
+        "trace_id": record.trace_id,  # streamtap's own random hex
         "dialect": sample["dialect"],  # a name from our dialect table
         "ending": sample["ending"],  # a token from samples.ENDINGS
         "phase": outcome.get("phase"),  # a token from the classifier's table
@@ -108,8 +108,9 @@ def build_repro(record: dict) -> tuple[dict, dict]:
         "unterminated": point.unterminated,
         # the sample rebuilds every frame at its size, so a replay ends at the same byte
         "bytes_exact": sample["ending"] not in ("http_error", "no_response")
-        and not record.get("frames_dropped")
-        and all(len(entry) > 3 for entry in record.get("frames") or []),
+        and not record.frames_dropped
+        # a record that predates shapes (no shape table) pads its frames
+        and (not record.frames or bool(record.shapes)),
         "status": sample.get("status"),
         # the redacted path (ids and keys in it are masked by redact_path when recorded)
         "request_path": (sample.get("request") or {}).get("path"),

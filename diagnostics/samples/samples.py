@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 
+from msgspec import to_builtins
+
 from streamtap.diagnostics.dialects import dialect_for_path
-from streamtap.diagnostics.record.schema import upgrade
+from streamtap.diagnostics.record.types import StreamError, TraceRecord, stated
 
 SAMPLE_SCHEMA_VERSION = 1
 ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
@@ -34,41 +36,47 @@ class SampleError(ValueError):
     pass
 
 
-def sample_ending(record: dict) -> str:
+def sample_ending(record: TraceRecord) -> str:
     """How the stream ended, as the client saw it."""
-    fault = record.get("fault") or {}
-    if fault.get("fired") and fault.get("action") in _INJECTED_ENDINGS:
-        if record["downstream"]["ended"] == "client_gone":
-            return "client_gone"
-        return _INJECTED_ENDINGS[fault["action"]]
-    response = record.get("response")
+    fault = record.fault
+    client_gone = record.downstream.ended == "client_gone"
+    if fault is not None and fault.fired and fault.action in _INJECTED_ENDINGS:
+        return "client_gone" if client_gone else _INJECTED_ENDINGS[fault.action]
+    response = record.response
     if response is None:
         return "no_response"
-    if response["status"] >= 400:
+    if response.status >= 400:
         return "http_error"
-    if record["downstream"]["ended"] == "client_gone":
+    if client_gone:
         return "client_gone"
-    if (record.get("watchdog") or {}).get("fired"):
+    if record.watchdog.fired:
         return "stalled"
-    upstream_error = (record.get("error") or {}).get("where") == "upstream_read"
-    evidence = (record.get("outcome") or {}).get("evidence") or []
+    upstream_error = record.error is not None and record.error.where == "upstream_read"
+    evidence = record.outcome.evidence if record.outcome else []
     if "upstream_reset" in evidence or "shutdown_forced" in evidence:  # forced: the client is reset
         return "reset"
     if "upstream_truncated" in evidence or upstream_error or "proxy_shutdown" in evidence:
         return "truncated"
-    return "terminal" if record["stream"].get("terminal") else "clean_close"
+    return "terminal" if record.stream.terminal else "clean_close"
 
 
-def answered_by_streamtap(record: dict) -> bool:
+def answered_by_streamtap(record: TraceRecord) -> bool:
     """streamtap refused the request itself (no such route, a bad fault header, too large, a
     header too long): nothing reached a provider, so the record says nothing about one."""
-    outcome = record.get("outcome") or {}
-    return outcome.get("boundary") == "proxy" and not record.get("response")
+    return (record.outcome is not None and record.outcome.boundary == "proxy"
+            and record.response is None)
 
 
-def sample_dialect(record: dict) -> str | None:
-    return streamed_dialect(record.get("dialect"), (record.get("response") or {}).get("status"),
-                            record.get("request") or {})
+def sample_dialect(record: TraceRecord) -> str | None:
+    return streamed_dialect(record.dialect,
+                            record.response.status if record.response else None,
+                            request_fields(record))
+
+
+def request_fields(record: TraceRecord) -> dict:
+    """The request summary's REQUEST_FIELDS the request stated, under their record names."""
+    stated = to_builtins(record.request)
+    return {key: stated[key] for key in REQUEST_FIELDS if stated.get(key) is not None}
 
 
 def streamed_dialect(dialect: str | None, status: int | None, request: dict) -> str | None:
@@ -82,66 +90,72 @@ def streamed_dialect(dialect: str | None, status: int | None, request: dict) -> 
     return by_path if by_path and streaming else dialect
 
 
-def build_sample(record: dict) -> dict:
-    """A sample from a trace record of any schema version we wrote."""
-    record = upgrade(record)
+def _error_shape(error: StreamError) -> dict:
+    """An in-stream error's shape, never its message (it can echo input)."""
+    shape = to_builtins(error)
+    del shape["message"]
+    return shape
+
+
+def build_sample(record: TraceRecord) -> dict:
+    """A sample from a trace record (any schema version we wrote, as read by the schema)."""
     notes = []
-    response = record.get("response") or {}
-    start = (record.get("timeline") or {}).get("response_headers") or 0.0
-    frames = []
-    for entry in record.get("frames") or []:
-        shape = entry[3] if len(entry) > 3 else None
-        frames.append([round(entry[0] - start, 1), entry[1], entry[2], shape])
-    if frames and all(len(entry) <= 3 for entry in record["frames"]):
+    response = record.response
+    timeline = record.timeline
+    start = timeline.response_headers or 0.0
+    frames = [[round(frame.t_ms - start, 1), frame.bytes, frame.kind, frame.shape]
+              for frame in record.frames]
+    if frames and not record.shapes:
         notes.append("frames have no shapes: the record predates shapes; replay pads frames "
                      "with comments")
-    if record.get("frames_dropped"):
-        notes.append(f"{record['frames_dropped']} frames were dropped from the record's middle; "
+    if record.frames_dropped:
+        notes.append(f"{record.frames_dropped} frames were dropped from the record's middle; "
                      "the sample holds its head and tail")
-    encoding = response.get("content_encoding")
+    encoding = response.content_encoding if response else None
     if encoding:
         notes.append(f"the original body was {encoding}-encoded; the sample describes the "
                      "decoded stream and replays it uncompressed")
-    headers = {name: value for name, value in (response.get("headers") or {}).items()
+    headers = {name: value for name, value in (response.headers if response else {}).items()
                if name not in _WIRE_HEADERS}
-    request = record.get("request") or {}
-    error = record.get("error") or {}
-    timeline = record.get("timeline") or {}
-    end_ms = timeline.get("upstream_end") or timeline.get("downstream_end") or 0.0
+    error = record.error
+    end_ms = timeline.upstream_end or timeline.downstream_end or 0.0
+    stream = record.stream
+    outcome = record.outcome
     sample = {
         "schema_version": SAMPLE_SCHEMA_VERSION,
-        "source_trace_id": record["trace_id"],
-        "provider": record.get("provider"),
-        "route": record.get("route"),
+        "source_trace_id": record.trace_id,
+        "provider": record.provider,
+        "route": record.route,
         "dialect": sample_dialect(record),
-        "model": request.get("model"),
-        "request": {key: request[key] for key in REQUEST_FIELDS if key in request},
-        "status": response.get("status"),
-        "content_type": response.get("content_type"),
+        "model": record.request.model,
+        "request": request_fields(record),
+        "status": response.status if response else None,
+        "content_type": response.content_type if response else None,
         "headers": headers,
         "decoded": True,
         "original_encoding": encoding,
         # Kinds and codes only: a provider's error message can echo its input.
-        "error": {key: error.get(key) for key in ("where", "type", "code", "status",
-                                                   "error_type", "error_code")}
-        if error else None,
+        "error": {"where": error.where, "type": error.type, "code": error.code,
+                  "status": stated(error.status), "error_type": stated(error.error_type),
+                  "error_code": stated(error.error_code)} if error is not None else None,
         "frames": frames,
-        "shapes": record.get("shapes") or [],
-        "body_shape": record["stream"].get("body_shape"),
+        "shapes": record.shapes,
+        "body_shape": stream.body_shape,
         "timing": {"response_headers_ms": start, "end_ms": round(max(end_ms - start, 0.0), 1),
-                   "first_byte_ms": timeline.get("first_byte"),
-                   "first_progress_ms": timeline.get("first_progress"),
-                   "max_gap_ms": timeline.get("max_gap_ms")},
-        "stream": {**{key: record["stream"].get(key) for key in
-                      ("bytes", "terminal", "finish_reason", "event_counts", "delta_keys",
-                       "usage", "tool_calls", "unknown_types")},
-                   # the shape of each in-stream error, never its message (it can echo input)
-                   "errors": [{key: value for key, value in error.items() if key != "message"}
-                              for error in record["stream"].get("errors") or []]},
+                   "first_byte_ms": timeline.first_byte,
+                   "first_progress_ms": timeline.first_progress,
+                   "max_gap_ms": timeline.max_gap_ms},
+        "stream": {"bytes": stream.bytes, "terminal": stream.terminal,
+                   "finish_reason": stream.finish_reason, "event_counts": stream.event_counts,
+                   "delta_keys": stream.delta_keys, "usage": stream.usage,
+                   "tool_calls": to_builtins(stream.tool_calls),
+                   "unknown_types": stream.unknown_types,
+                   "errors": [_error_shape(error) for error in stream.errors]},
         "ending": sample_ending(record),
-        "outcome": {key: (record.get("outcome") or {}).get(key)
-                    for key in ("boundary", "phase", "evidence")},
-        "injected": bool((record.get("fault") or {}).get("fired")),
+        "outcome": {"boundary": outcome.boundary if outcome else None,
+                    "phase": outcome.phase if outcome else None,
+                    "evidence": outcome.evidence if outcome else None},
+        "injected": bool(record.fault and record.fault.fired),
         "notes": notes,
     }
     return sample

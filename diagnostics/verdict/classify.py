@@ -83,64 +83,6 @@ class Facts:
     last_frame_ms: float = 0.0  # the last frame, else the response headers: a final silence's start
     end_ms: float = 0.0  # when the exchange ended (downstream end, else upstream end, else duration)
 
-    @classmethod
-    def from_record(cls, record: dict, state, ending) -> "Facts":
-        stream = record["stream"]
-        dialect_class = registered_dialect(record.get("dialect"))
-        tools = stream["tool_calls"]
-        return cls(
-            provider=record.get("provider") or record.get("route") or "the provider",
-            dialect=record.get("dialect"),
-            status=(record.get("response") or {}).get("status"),
-            error=record.get("error"),
-            upstream=ending.upstream,
-            downstream=ending.downstream,
-            watchdog_fired=ending.watchdog_fired,
-            watchdog=ending.watchdog,
-            shutdown=ending.shutdown,
-            proxy_reason=ending.proxy_reason,
-            fault=ending.fault,
-            terminal=stream["terminal"],
-            dialect_has_terminal=bool(dialect_class and dialect_class.terminal_names),
-            finish_reason=stream["finish_reason"],
-            stream_errors=stream["errors"],
-            phase=state.phase,
-            event_counts=stream["event_counts"],
-            frame_count=stream["frame_count"],
-            open_tools=[call for call in tools if not call["completed"]],
-            completed_tools=[call for call in tools if call["completed"]],
-            protocol_errors=stream["protocol_errors"],
-            unterminated=any(entry[2] == ev.UNTERMINATED for entry in record["frames"][-3:]),
-            max_gap_ms=record["timeline"]["max_gap_ms"],
-            all_forwarded=(record["downstream"]["bytes"] or 0) >= stream["bytes"],
-            server_tools=stream.get("server_tools") or [],
-            upstream_retried=bool(record.get("upstream_retry")),
-            stream_requested=(record.get("request") or {}).get("stream") is True,
-            content_type=media_type((record.get("response") or {}).get("content_type")),
-            notes=list(getattr(ending, "notes", ())),
-            tool_call_end=dialect_class.tool_call_end if dialect_class else None,
-            shutdown_forced=ending.shutdown_forced,
-            headers_ms=record["timeline"].get("response_headers"),
-            first_byte_ms=record["timeline"].get("first_byte"),
-            last_event_ms=record["timeline"].get("last_event"),
-            terminal_ms=record["timeline"].get("terminal_event"),
-            close=record.get("close") or {},
-            **silence_facts(record),
-        )
-
-
-def silence_facts(record: dict) -> dict:
-    """The facts a verdict resting on a silence reads: the proxy's own lag, and where the final
-    silence starts and ends."""
-    timeline = record["timeline"]
-    frames = record["frames"]
-    last = frames[-1][0] if frames else timeline.get("response_headers")
-    end = next((timeline[key] for key in ("downstream_end", "upstream_end", "duration_ms")
-                if timeline.get(key) is not None), 0.0)
-    return {"proxy_lag_max_ms": timeline.get("proxy_lag_max_ms"),
-            "proxy_lag_at_ms": timeline.get("proxy_lag_at_ms"),
-            "last_frame_ms": last or 0.0, "end_ms": end}
-
 
 @dataclass
 class Verdict:

@@ -12,7 +12,9 @@ import base64
 import json
 from datetime import datetime
 
-from streamtap.diagnostics.record.schema import upgrade
+from msgspec import to_builtins
+
+from streamtap.diagnostics.record.types import TraceRecord
 
 HAR_VERSION = "1.2"
 
@@ -28,13 +30,13 @@ def _epoch(started_at: str) -> float | None:
         return None
 
 
-def timings(record: dict) -> dict:
+def timings(record: TraceRecord) -> dict:
     """HAR timings from the timeline: blocked, dns, connect and ssl are not measured apart
     (-1); send, wait and receive are never negative, and add up to the entry's time."""
-    timeline = record.get("timeline") or {}
-    end = timeline.get("duration_ms") or 0.0
-    headers = timeline.get("response_headers")
-    sent = timeline.get("request_sent")
+    timeline = record.timeline
+    end = timeline.duration_ms or 0.0
+    headers = timeline.response_headers
+    sent = timeline.request_sent
     if sent is None:
         sent = headers if headers is not None else end
     send = max(sent, 0.0)
@@ -53,80 +55,74 @@ def _body(data: bytes | None, mime: str) -> dict:
         return {"text": base64.b64encode(data).decode(), "encoding": "base64"}
 
 
-def _messages(record: dict, start: float | None) -> list[dict]:
-    shapes = record.get("shapes") or []
+def _messages(record: TraceRecord, start: float | None) -> list[dict]:
+    shapes = record.shapes
     out = []
-    for frame in record.get("frames") or ():
-        t_ms, size, kind = frame[0], frame[1], frame[2]
-        shape_index = frame[3] if len(frame) > 3 else None
-        shape = shapes[shape_index] if isinstance(shape_index, int) and \
-            0 <= shape_index < len(shapes) else None
+    for frame in record.frames:
+        index = frame.shape
+        shape = shapes[index] if index is not None and 0 <= index < len(shapes) else None
         event = shape.get("event") if isinstance(shape, dict) else None
         out.append({
-            "time": round((start or 0.0) + t_ms / 1000, 6),
-            "eventName": event or ("comment" if kind == "keepalive" else "message"),
+            "time": round((start or 0.0) + frame.t_ms / 1000, 6),
+            "eventName": event or ("comment" if frame.kind == "keepalive" else "message"),
             "eventId": "",
             # Content-free: the frame's kind, size and shape (strings are markers).
-            "data": json.dumps({"kind": kind, "bytes": size, "shape": shape},
+            "data": json.dumps({"kind": frame.kind, "bytes": frame.bytes, "shape": shape},
                                separators=(",", ":")),
         })
     return out
 
 
-def entry(record: dict, bodies: dict[str, bytes] | None = None) -> dict:
+def entry(record: TraceRecord, bodies: dict[str, bytes] | None = None) -> dict:
     """One HAR entry. `bodies` ({"request": ..., "response": ...}) only for a record made with
     --capture-bodies."""
-    record = upgrade(record)
-    request = record.get("request") or {}
-    response = record.get("response") or {}
-    downstream = record.get("downstream") or {}
-    outcome = record.get("outcome") or {}
-    stream = record.get("stream") or {}
+    request = record.request
+    response = record.response
+    downstream = record.downstream
+    outcome = record.outcome
     times = timings(record)
-    start = _epoch(record.get("started_at") or "")
-    url = record.get("upstream_url") or f"http://streamtap/{record.get('route')}" \
-                                         f"{request.get('path') or '/'}"
-    request_headers = request.get("headers") or {}
+    start = _epoch(record.started_at or "")
+    url = record.upstream_url or f"http://streamtap/{record.route}{request.path or '/'}"
     har_request = {
-        "method": request.get("method") or "GET", "url": url, "httpVersion": "HTTP/1.1",
-        "cookies": [], "headers": _headers(request_headers),
+        "method": request.method or "GET", "url": url, "httpVersion": "HTTP/1.1",
+        "cookies": [], "headers": _headers(request.headers),
         # Query values are never recorded; their names are.
         "queryString": [{"name": name, "value": "", "comment": "value not recorded"}
-                        for name in request.get("query_keys") or ()],
-        "headersSize": -1, "bodySize": request.get("body_bytes", -1),
+                        for name in request.query_keys],
+        "headersSize": -1, "bodySize": request.body_bytes,
     }
     if bodies and bodies.get("request") is not None:
-        har_request["postData"] = {"mimeType": request_headers.get("content-type", ""),
+        har_request["postData"] = {"mimeType": request.headers.get("content-type", ""),
                                    **_body(bodies["request"], "")}
         har_request["postData"].setdefault("text", "")
-    mime = response.get("content_type") or ""
-    status = downstream.get("status") or response.get("status") or 0
-    content = {"size": stream.get("bytes", 0), "mimeType": mime,
+    mime = (response.content_type if response else None) or ""
+    status = downstream.status or (response.status if response else None) or 0
+    content = {"size": record.stream.bytes, "mimeType": mime,
                **_body((bodies or {}).get("response"), mime)}
     if "text" not in content:
         content["comment"] = "body not recorded (streamtap records shapes, never content)"
     har_response = {
         "status": status, "statusText": "", "httpVersion": "HTTP/1.1", "cookies": [],
-        "headers": _headers(response.get("headers")), "content": content, "redirectURL": "",
-        "headersSize": -1, "bodySize": downstream.get("bytes", -1),
+        "headers": _headers(response.headers if response else None), "content": content,
+        "redirectURL": "", "headersSize": -1, "bodySize": downstream.bytes,
     }
-    verdict = "ok" if outcome.get("ok") else f"FAIL {outcome.get('boundary')}/" \
-                                               f"{outcome.get('phase')}"
+    ok = outcome is not None and outcome.ok
+    verdict = "ok" if ok else f"FAIL {outcome.boundary if outcome else None}/" \
+                              f"{outcome.phase if outcome else None}"
     return {
-        "startedDateTime": record.get("started_at"),
+        "startedDateTime": record.started_at,
         "time": round(sum(value for value in times.values() if value > 0), 3),
         "request": har_request, "response": har_response, "cache": {}, "timings": times,
-        "comment": f"{verdict}: {outcome.get('summary')}",
-        "_streamtap": {"trace_id": record.get("trace_id"),
-                       "session_id": record.get("session_id"),
-                       "message_id": record.get("message_id"), "outcome": outcome,
-                       "fault": record.get("fault"), "error": record.get("error")},
+        "comment": f"{verdict}: {outcome.summary if outcome else None}",
+        "_streamtap": {"trace_id": record.trace_id, "session_id": record.session_id,
+                       "message_id": record.message_id, "outcome": to_builtins(outcome),
+                       "fault": to_builtins(record.fault), "error": to_builtins(record.error)},
         "_resourceType": "eventsource" if mime.startswith("text/event-stream") else "fetch",
         "_eventSourceMessages": _messages(record, start),
     }
 
 
-def har_log(records: list[tuple[dict, dict[str, bytes] | None]], version: str) -> dict:
+def har_log(records: list[tuple[TraceRecord, dict[str, bytes] | None]], version: str) -> dict:
     """The whole HAR document; `records` are (record, captured bodies or None), oldest first."""
     return {"log": {
         "version": HAR_VERSION,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamtap.diagnostics.record.schema import longest_silence_ms
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import error_type, operation_name
 
@@ -63,51 +64,47 @@ def _seconds(value: object) -> float | None:
     return value / 1000 if isinstance(value, (int, float)) and value >= 0 else None
 
 
-def frame_gaps(record: dict) -> tuple[float, ...]:
+def frame_gaps(record: TraceRecord) -> tuple[float, ...]:
     """Seconds between consecutive kept frames. A record keeps the head and the tail of a long
     stream (`frames_dropped` in between): the step across that hole is not a gap, so it is left
     out, and the number of gaps is bounded by the record's own frame cap."""
-    frames = record.get("frames") or []
-    skip = len(frames) // 2 if record.get("frames_dropped") else -1
+    frames = record.frames
+    skip = len(frames) // 2 if record.frames_dropped else -1
     gaps = []
     previous = None
     for index, frame in enumerate(frames):
-        t_ms = frame[0] if isinstance(frame, (list, tuple)) and frame else None
-        if not isinstance(t_ms, (int, float)):
-            previous = None
-            continue
+        t_ms = frame.t_ms
         if previous is not None and index != skip and t_ms >= previous:
             gaps.append((t_ms - previous) / 1000)
         previous = t_ms
     return tuple(gaps)
 
 
-def measures(record: dict, cap: LabelCap) -> Measures:
-    request = record.get("request") or {}
-    outcome = record.get("outcome") or {}
-    timeline = record.get("timeline") or {}
-    route = record.get("route")
-    provider = record.get("provider") or route
-    ok = outcome.get("ok")
+def measures(record: TraceRecord, cap: LabelCap) -> Measures:
+    request = record.request
+    outcome = record.outcome
+    timeline = record.timeline
+    route = record.route
+    provider = record.provider or route
     labels = {
         "route": cap("route", route),
         "provider": cap("provider", provider),
-        "model": cap("model", request.get("model")),
-        "boundary": cap("boundary", outcome.get("boundary")),
-        "phase": cap("phase", outcome.get("phase")),
-        "outcome": "ok" if ok else "failed",
+        "model": cap("model", request.model),
+        "boundary": cap("boundary", outcome.boundary if outcome else None),
+        "phase": cap("phase", outcome.phase if outcome else None),
+        "outcome": "ok" if outcome and outcome.ok else "failed",
     }
-    streamed = record.get("dialect") != "json"
+    streamed = record.dialect != "json"
     return Measures(
         labels=labels,
-        operation=operation_name(request.get("path")),
+        operation=operation_name(request.path),
         provider_name=cap("gen_ai.provider.name",
                           sc.PROVIDER_BY_ROUTE.get(provider or "", provider)),
         error_type=error_type(outcome),
-        time_to_headers_s=_seconds(timeline.get("response_headers")),
-        time_to_first_event_s=_seconds(timeline.get("first_event")) if streamed else None,
-        duration_s=_seconds(timeline.get("duration_ms")),
+        time_to_headers_s=_seconds(timeline.response_headers),
+        time_to_first_event_s=_seconds(timeline.first_event) if streamed else None,
+        duration_s=_seconds(timeline.duration_ms),
         # The silence `show` and `stats` name (the end counts too), so the three never disagree.
-        longest_silence_s=_seconds(longest_silence_ms(timeline, record.get("frames") or ())),
+        longest_silence_s=_seconds(longest_silence_ms(timeline, record.frames)),
         gaps_s=frame_gaps(record) if streamed else (),
     )

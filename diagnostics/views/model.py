@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamtap.diagnostics.record.schema import upgrade
-from streamtap.diagnostics.verdict.outward import client_fields
+from streamtap.diagnostics.record.types import (ErrorFacts, FaultFacts, StreamError, ToolCall,
+                                                  TraceRecord, stated)
 from streamtap.diagnostics.verdict.proxylag import lag_warning
 
 # (timeline key, label) in the order a request lives through them.
@@ -83,11 +83,11 @@ class TraceView:
     frames: tuple[tuple[float, str], ...]  # (t_ms, kind class)
     longest_silence: Silence | None
     final_silence: Silence | None  # from the last frame (or headers) to the end
-    tool_calls: tuple[dict, ...]
+    tool_calls: tuple[ToolCall, ...]
     error_lines: tuple[str, ...]
-    stream_errors: tuple[dict, ...]
+    stream_errors: tuple[StreamError, ...]
     correlation: tuple[tuple[str, str], ...]
-    fault: dict | None
+    fault: FaultFacts | None
     # "streamtap itself was 25 ms late ...": the record's own timing is not to be trusted below
     # that (verdict/proxylag.py); None when the proxy kept time.
     lag_warning: str | None = None
@@ -104,29 +104,29 @@ class TraceView:
         return out
 
 
-def _error_lines(error: dict | None) -> tuple[str, ...]:
-    if not error:
+def _error_lines(error: ErrorFacts | None) -> tuple[str, ...]:
+    if error is None:
         return ()
-    first = f"{error.get('where')}: {error.get('type')}"
-    if error.get("code") is not None:
-        first += f" [{error['code']}]"
-    if error.get("message"):
-        first += f": {error['message']}"
+    first = f"{error.where}: {error.type}"
+    if error.code is not None:
+        first += f" [{error.code}]"
+    if error.message:
+        first += f": {error.message}"
     lines = [first]
-    if error.get("status") is not None:
-        provider = " ".join(str(error[key]) for key in ("error_type", "error_code")
-                            if error.get(key))
-        detail = f"HTTP {error['status']}" + (f" {provider}" if provider else "")
-        if error.get("error_message"):
-            detail += f": {error['error_message']}"
+    if stated(error.status) is not None:
+        provider = " ".join(str(value) for value in (stated(error.error_type),
+                                                      stated(error.error_code)) if value)
+        detail = f"HTTP {error.status}" + (f" {provider}" if provider else "")
+        if stated(error.error_message):
+            detail += f": {error.error_message}"
         lines.append(detail)
-    cause = error.get("cause")
-    if cause:
-        text = f"caused by {cause.get('type')}"
-        if cause.get("code") is not None:
-            text += f" [{cause['code']}]"
-        if cause.get("message"):
-            text += f": {cause['message']}"
+    cause = error.cause
+    if cause is not None:
+        text = f"caused by {cause.type}"
+        if cause.code is not None:
+            text += f" [{cause.code}]"
+        if cause.message:
+            text += f": {cause.message}"
         lines.append(text)
     return tuple(lines)
 
@@ -145,52 +145,52 @@ def _silences(frame_times: list[float], start: float | None, end: float) -> tupl
     return longest, final
 
 
-def build_view(record: dict) -> TraceView:
-    """The view model of one record (any schema version this streamtap reads)."""
-    record = upgrade(record)
-    outcome = record.get("outcome") or {}
-    request = record.get("request") or {}
-    timeline = record.get("timeline") or {}
-    stream = record.get("stream") or {}
-    told = client_fields(outcome, record.get("dialect"), stream)  # derived for older records
-    downstream = record.get("downstream") or {}
-    end_ms = next((value for value in (timeline.get("downstream_end"),
-                                       timeline.get("upstream_end"),
-                                       timeline.get("duration_ms")) if value is not None), 0.0)
-    end_ms = max(end_ms, timeline.get("duration_ms") or 0.0)
-    marks = [Mark(label, timeline[key]) for key, label in PHASE_MARKS
-             if timeline.get(key) is not None]
+def build_view(record: TraceRecord) -> TraceView:
+    """The view model of one record (any schema version this streamtap reads: older ones are
+    upgraded on reading, diagnostics/record/schema.py)."""
+    outcome = record.outcome
+    request = record.request
+    timeline = record.timeline
+    stream = record.stream
+    end_ms = next((value for value in (timeline.downstream_end, timeline.upstream_end,
+                                       timeline.duration_ms) if value is not None), 0.0)
+    end_ms = max(end_ms, timeline.duration_ms or 0.0)
+    marks = [Mark(label, getattr(timeline, key)) for key, label in PHASE_MARKS
+             if getattr(timeline, key) is not None]
     marks.append(Mark("end", end_ms))
-    frames = tuple((float(frame[0]), kind_class(frame[2])) for frame in record.get("frames") or ())
-    longest, final = _silences([t for t, _ in frames], timeline.get("response_headers"), end_ms)
-    correlation = [("trace id", record["trace_id"]), ("session", record.get("session_id"))]
-    if record.get("message_id"):
-        correlation.append(("message id", record["message_id"]))
-    for key, label in (("request_id", "request id"), ("response_id", "response id")):
-        value = (record.get("correlation") or {}).get(key)
+    frames = tuple((float(frame.t_ms), kind_class(frame.kind)) for frame in record.frames)
+    longest, final = _silences([t for t, _ in frames], timeline.response_headers, end_ms)
+    correlation = [("trace id", record.trace_id), ("session", record.session_id)]
+    if record.message_id:
+        correlation.append(("message id", record.message_id))
+    for label, value in (("request id", record.correlation.request_id),
+                         ("response id", record.correlation.response_id)):
         if value:
             correlation.append((label, value))
     return TraceView(
-        trace_id=record["trace_id"], session_id=record.get("session_id") or "",
-        message_id=record.get("message_id"), started_at=record.get("started_at") or "",
-        route=record.get("route") or "", provider=record.get("provider"),
-        dialect=record.get("dialect"), upstream_url=record.get("upstream_url"),
-        method=request.get("method"), path=request.get("path"), model=request.get("model"),
-        status=downstream.get("status") or (record.get("response") or {}).get("status"),
-        ok=bool(outcome.get("ok")), boundary=outcome.get("boundary"), phase=outcome.get("phase"),
-        summary=outcome.get("summary") or "", evidence=tuple(outcome.get("evidence") or ()),
-        retryable=outcome.get("retryable"), confidence=outcome.get("confidence"),
-        client_sees=told["client_sees"], finish_reason=told["normalized_finish_reason"],
-        provider_finish_reason=stream.get("finish_reason"),
-        ttfb_ms=timeline.get("first_byte"), end_ms=float(end_ms),
-        frame_count=stream.get("frame_count") or 0,
-        frames_dropped=record.get("frames_dropped") or 0,
+        trace_id=record.trace_id, session_id=record.session_id or "",
+        message_id=record.message_id, started_at=record.started_at or "",
+        route=record.route or "", provider=record.provider,
+        dialect=record.dialect, upstream_url=record.upstream_url,
+        method=request.method, path=request.path, model=request.model,
+        status=record.downstream.status or (record.response.status if record.response else None),
+        ok=bool(outcome and outcome.ok), boundary=outcome.boundary if outcome else None,
+        phase=outcome.phase if outcome else None,
+        summary=outcome.summary if outcome else "",
+        evidence=tuple(outcome.evidence) if outcome else (),
+        retryable=outcome.retryable if outcome else None,
+        confidence=outcome.confidence if outcome else None,
+        client_sees=outcome.client_sees if outcome else None,
+        finish_reason=outcome.normalized_finish_reason if outcome else None,
+        provider_finish_reason=stream.finish_reason,
+        ttfb_ms=timeline.first_byte, end_ms=float(end_ms),
+        frame_count=stream.frame_count or 0,
+        frames_dropped=record.frames_dropped or 0,
         marks=tuple(marks), frames=frames, longest_silence=longest, final_silence=final,
-        tool_calls=tuple(stream.get("tool_calls") or ()),
-        error_lines=_error_lines(record.get("error")),
-        stream_errors=tuple(stream.get("errors") or ()),
+        tool_calls=tuple(stream.tool_calls),
+        error_lines=_error_lines(record.error),
+        stream_errors=tuple(stream.errors),
         correlation=tuple((label, str(value)) for label, value in correlation),
-        fault=record.get("fault"),
-        lag_warning=lag_warning(timeline.get("proxy_lag_max_ms"),
-                                timeline.get("proxy_lag_at_ms")),
+        fault=record.fault,
+        lag_warning=lag_warning(timeline.proxy_lag_max_ms, timeline.proxy_lag_at_ms),
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from streamtap.diagnostics.verdict.outward import client_fields
+from streamtap.diagnostics.record.types import Outcome, TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 
 AttributeValue = str | bool | int | float | tuple[str, ...]
@@ -98,132 +98,130 @@ def _put(attributes: dict, key: str, value: object) -> None:
     attributes[key] = value
 
 
-def _attributes(record: dict, upstream_url: str | None,
+def _attributes(record: TraceRecord, upstream_url: str | None,
                 vocabulary: sc.Vocabulary) -> dict[str, AttributeValue]:
-    request = record.get("request") or {}
-    response = record.get("response") or {}
-    stream = record.get("stream") or {}
-    outcome = record.get("outcome") or {}
-    timeline = record.get("timeline") or {}
-    fault = record.get("fault") or {}
-    route = record.get("provider") or record.get("route") or ""
+    request = record.request
+    stream = record.stream
+    outcome = record.outcome
+    timeline = record.timeline
+    fault = record.fault
+    route = record.provider or record.route or ""
     attributes: dict[str, AttributeValue] = {}
     put = lambda key, value: _put(attributes, key, value)  # noqa: E731
-    put(sc.GEN_AI_OPERATION_NAME, operation_name(request.get("path")))
+    put(sc.GEN_AI_OPERATION_NAME, operation_name(request.path))
     put(sc.GEN_AI_PROVIDER_NAME, sc.PROVIDER_BY_ROUTE.get(route, route) or None)
-    put(sc.GEN_AI_REQUEST_MODEL, request.get("model"))
-    if isinstance(request.get("stream"), bool):
-        put(sc.GEN_AI_REQUEST_STREAM, request["stream"])
-    put(sc.GEN_AI_RESPONSE_ID, (record.get("correlation") or {}).get("response_id"))
+    put(sc.GEN_AI_REQUEST_MODEL, request.model)
+    if isinstance(request.stream, bool):
+        put(sc.GEN_AI_REQUEST_STREAM, request.stream)
+    put(sc.GEN_AI_RESPONSE_ID, record.correlation.response_id)
     put(sc.GEN_AI_RESPONSE_FINISH_REASONS, finish_reasons(record))
-    first_chunk = timeline.get("first_event")
-    if first_chunk is not None and record.get("dialect") != "json":  # a whole body is no chunk
+    first_chunk = timeline.first_event
+    if first_chunk is not None and record.dialect != "json":  # a whole body is no chunk
         put(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, round(first_chunk / 1000, 4))
     for name, key in vocabulary.usage_attributes.items():
-        put(key, (stream.get("usage") or {}).get(name))
+        put(key, stream.usage.get(name))
     attributes.update(server_of(upstream_url))
-    put(sc.HTTP_RESPONSE_STATUS_CODE, response.get("status"))
-    evidence = outcome.get("evidence") or []
+    put(sc.HTTP_RESPONSE_STATUS_CODE, record.response.status if record.response else None)
     put(sc.ERROR_TYPE, error_type(outcome))
-    put(sc.SESSION_ID, record.get("session_id"))
-    put(sc.ST_SESSION_ID, record.get("session_id"))
-    put(sc.ST_MESSAGE_ID, record.get("message_id"))
-    put(sc.ST_TRACE_ID, record.get("trace_id"))
-    put(sc.ST_ROUTE, record.get("route"))
-    put(sc.ST_DIALECT, record.get("dialect"))
-    put(sc.ST_BOUNDARY, outcome.get("boundary"))
-    put(sc.ST_PHASE, outcome.get("phase"))
-    put(sc.ST_CONFIDENCE, outcome.get("confidence"))
-    put(sc.ST_EVIDENCE, evidence)
-    put(sc.ST_RETRYABLE, outcome.get("retryable"))
-    put(sc.ST_SUMMARY, outcome.get("summary"))
-    if fault:
-        put(sc.ST_FAULT_NAME, fault.get("name"))
-        put(sc.ST_FAULT_ACTION, fault.get("action"))
-        put(sc.ST_FAULT_FIRED, fault.get("fired"))
-    put(sc.ST_MAX_GAP_MS, timeline.get("max_gap_ms"))
-    put(sc.ST_FRAME_COUNT, stream.get("frame_count"))
-    put(sc.ST_STREAM_BYTES, stream.get("bytes"))
-    put(sc.ST_DOWNSTREAM_ENDED, (record.get("downstream") or {}).get("ended"))
+    put(sc.SESSION_ID, record.session_id)
+    put(sc.ST_SESSION_ID, record.session_id)
+    put(sc.ST_MESSAGE_ID, record.message_id)
+    put(sc.ST_TRACE_ID, record.trace_id)
+    put(sc.ST_ROUTE, record.route)
+    put(sc.ST_DIALECT, record.dialect)
+    if outcome is not None:  # None only inside the recorder, before the verdict
+        put(sc.ST_BOUNDARY, outcome.boundary)
+        put(sc.ST_PHASE, outcome.phase)
+        put(sc.ST_CONFIDENCE, outcome.confidence)
+        put(sc.ST_EVIDENCE, outcome.evidence)
+        put(sc.ST_RETRYABLE, outcome.retryable)
+        put(sc.ST_SUMMARY, outcome.summary or None)
+    if fault is not None:
+        put(sc.ST_FAULT_NAME, fault.name)
+        put(sc.ST_FAULT_ACTION, fault.action)
+        put(sc.ST_FAULT_FIRED, fault.fired)
+    put(sc.ST_MAX_GAP_MS, timeline.max_gap_ms)
+    put(sc.ST_FRAME_COUNT, stream.frame_count)
+    put(sc.ST_STREAM_BYTES, stream.bytes)
+    put(sc.ST_DOWNSTREAM_ENDED, record.downstream.ended)
     return attributes
 
 
-def error_type(outcome: dict) -> str | None:
+def error_type(outcome: Outcome | None) -> str | None:
     """`error.type` of a failed stream, from the documented closed lists (genai_conventions);
     None for a stream that did not fail."""
-    if outcome.get("ok") is not False:
+    if outcome is None or outcome.ok is not False:
         return None
-    boundary = outcome.get("boundary")
+    boundary = outcome.boundary
     if boundary not in sc.ERROR_TYPE_BOUNDARIES:
         return sc.ERROR_TYPE_OTHER
-    evidence = outcome.get("evidence") or [None]
-    code = evidence[0]
+    code = outcome.evidence[0] if outcome.evidence else None
     if isinstance(code, str) and sc.ERROR_TYPE_CODE.fullmatch(code):
         return f"{boundary}:{code}"
     return boundary
 
 
-def finish_reasons(record: dict) -> list[str] | None:
+def finish_reasons(record: TraceRecord) -> list[str] | None:
     """`["error"]` for every ending that did not complete (the GenAI conventions' rule for a
     stream that ended before its final event; `streamtap.boundary` says which ending), else the
     provider's reason in the one vocabulary of verdict/finish_reasons.py (`stop`, not
     `end_turn` or `STOP`), or the provider's own when that vocabulary has no word for it."""
-    stream = record.get("stream") or {}
-    outcome = record.get("outcome") or {}
-    if outcome.get("ok") is False:
+    outcome = record.outcome
+    if outcome is not None and outcome.ok is False:
         return [sc.FINISH_REASON_ERROR]
-    reason = client_fields(outcome, record.get("dialect"), stream)["normalized_finish_reason"]
-    reason = reason or stream.get("finish_reason")
+    reason = outcome.normalized_finish_reason if outcome else None
+    reason = reason or record.stream.finish_reason
     return [reason] if reason else None
 
 
-def _frame_events(record: dict, start_ns: int, cap: int) -> tuple[list[SpanEvent], int]:
+def _frame_events(record: TraceRecord, start_ns: int, cap: int) -> tuple[list[SpanEvent], int]:
     """One event per frame, the first and last `cap / 2` when there are more."""
-    frames = record.get("frames") or []
+    frames = record.frames
     if len(frames) > cap:
         head = cap // 2
         frames = frames[:head] + (frames[-(cap - head):] if cap - head else [])
     events = []
-    for t_ms, size, kind, shape in frames:
-        attributes: dict[str, AttributeValue] = {sc.FRAME_KIND: kind, sc.FRAME_BYTES: size}
-        _put(attributes, sc.FRAME_SHAPE, shape)
-        events.append(SpanEvent(sc.EVENT_FRAME, start_ns + int(t_ms * 1_000_000), attributes))
-    total = (record.get("stream") or {}).get("frame_count") or 0
+    for frame in frames:
+        attributes: dict[str, AttributeValue] = {sc.FRAME_KIND: frame.kind,
+                                                 sc.FRAME_BYTES: frame.bytes}
+        _put(attributes, sc.FRAME_SHAPE, frame.shape)
+        events.append(SpanEvent(sc.EVENT_FRAME, start_ns + int(frame.t_ms * 1_000_000),
+                                attributes))
+    total = record.stream.frame_count or 0
     return events, max(total - len(events), 0)
 
 
-def record_to_span(record: dict, *, upstream_url: str | None = None,
+def record_to_span(record: TraceRecord, *, upstream_url: str | None = None,
                    frame_events: int = sc.FRAME_EVENTS_DEFAULT,
                    vocabulary: sc.Vocabulary = sc.V1_41) -> SpanData:
     """The span of one trace record. `upstream_url` is the route's provider URL (for
     `server.address`/`server.port`; the record names the route, not its URL); `vocabulary` is
     the version of the GenAI conventions the attribute names follow (the span's name is the same
     in both: `{operation} {model}`)."""
-    trace_id = record.get("trace_id")
-    if not isinstance(trace_id, str) or not trace_id:
+    trace_id = record.trace_id
+    if not trace_id:
         raise SpanError("record has no trace_id")
-    start_ns = epoch_ns(record.get("started_at"))
-    timeline = record.get("timeline") or {}
-    duration_ms = timeline.get("duration_ms") or 0.0
-    end_ns = start_ns + int(duration_ms * 1_000_000)
+    start_ns = epoch_ns(record.started_at)
+    timeline = record.timeline
+    end_ns = start_ns + int((timeline.duration_ms or 0.0) * 1_000_000)
     attributes = _attributes(record, upstream_url, vocabulary)
-    request = record.get("request") or {}
-    model = request.get("model")
+    model = record.request.model
     name = f"{attributes[sc.GEN_AI_OPERATION_NAME]} {model}" if model else \
         str(attributes[sc.GEN_AI_OPERATION_NAME])
     events: list[SpanEvent] = []
     for event_name, mark in sc.PHASE_EVENTS:
-        if timeline.get(mark) is not None:
-            events.append(SpanEvent(event_name, start_ns + int(timeline[mark] * 1_000_000), {}))
+        at_ms = getattr(timeline, mark)
+        if at_ms is not None:
+            events.append(SpanEvent(event_name, start_ns + int(at_ms * 1_000_000), {}))
     frames, dropped = _frame_events(record, start_ns, frame_events)
     attributes[sc.ST_FRAME_EVENTS_DROPPED] = dropped
     events += frames
     events.append(SpanEvent(sc.EVENT_END, end_ns, {}))
     events.sort(key=lambda event: event.time_ns)  # stable: a phase point precedes its frame
-    outcome = record.get("outcome") or {}
-    broke = outcome.get("ok") is False
+    outcome = record.outcome
+    broke = outcome is not None and outcome.ok is False
     trace, span = otel_ids(trace_id)
     return SpanData(name=name, kind="CLIENT", trace_id=trace, span_id=span, start_ns=start_ns,
                     end_ns=end_ns, attributes=attributes, events=tuple(events),
                     status="ERROR" if broke else "UNSET",
-                    status_description=outcome.get("summary") if broke else None)
+                    status_description=outcome.summary if broke else None)

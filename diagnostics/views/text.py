@@ -151,21 +151,21 @@ def show(view: TraceView) -> list[Line]:
     if view.tool_calls:
         out.append([("tool calls", "bold")])
         for call in view.tool_calls:
-            done = "complete" if call.get("completed") else "INCOMPLETE"
-            out.append([(f"  #{call.get('index')} {call.get('name') or '?'}  "
-                         f"{call.get('arg_chunks')} chunks, {call.get('arg_bytes')} bytes  ", ""),
-                        (done, "ok" if call.get("completed") else "fail")])
+            done = "complete" if call.completed else "INCOMPLETE"
+            out.append([(f"  #{call.index} {call.name or '?'}  "
+                         f"{call.arg_chunks} chunks, {call.arg_bytes} bytes  ", ""),
+                        (done, "ok" if call.completed else "fail")])
         out.append([])
     if view.error_lines or view.stream_errors:
         out.append([("error", "bold")])
         out += [[("  " + line, "error")] for line in view.error_lines]
         for error in view.stream_errors:
-            text = f"  in-stream {error.get('shape')} at {ms(error.get('t_ms'))}"
-            named = " ".join(str(error[key]) for key in ("type", "code") if error.get(key))
+            text = f"  in-stream {error.shape} at {ms(error.t_ms)}"
+            named = " ".join(str(value) for value in (error.type, error.code) if value)
             if named:
                 text += f": {named}"
-            if error.get("message"):
-                text += f": {error['message']}"
+            if error.message:
+                text += f": {error.message}"
             out.append([(text, "error")])
         out.append([])
 
@@ -173,11 +173,11 @@ def show(view: TraceView) -> list[Line]:
     out += [[(f"  {label:<12}{value}", "")] for label, value in view.correlation]
     if view.fault:
         fault = view.fault
-        fired = (f"fired at {ms(fault.get('fired_at_ms'))} after {fault.get('frames_before')} "
-                 "frames" if fault.get("fired") else "armed, did not fire")
+        fired = (f"fired at {ms(fault.fired_at_ms)} after {fault.frames_before} "
+                 "frames" if fault.fired else "armed, did not fire")
         out += [[], [("fault", "bold")],
-                [(f"  {fault.get('name')}: {fault.get('action')} at {fault.get('at')} "
-                  f"({fault.get('source')}), {fired}", "")]]
+                [(f"  {fault.name}: {fault.action} at {fault.at} "
+                  f"({fault.source}), {fired}", "")]]
     return out
 
 

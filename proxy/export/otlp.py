@@ -98,7 +98,7 @@ class OtlpExporter:
             try:  # aggregated in memory here; the SDK's own thread sends them
                 self.metrics.observe(record)
             except Exception as exc:
-                self.log.error("otlp_metrics_failed", trace_id=record.get("trace_id"),
+                self.log.error("otlp_metrics_failed", trace_id=record.trace_id,
                                error=f"{type(exc).__name__}: {exc}")
 
     def offer_waiting(self, record: dict, timeout: float) -> None:
@@ -167,12 +167,12 @@ class OtlpExporter:
         for record in records:
             try:
                 spans.append(self.to_sdk(record_to_span(
-                    record, upstream_url=self.routes.get(record.get("route") or ""),
+                    record, upstream_url=self.routes.get(record.route or ""),
                     frame_events=self.settings.frame_events, vocabulary=self.vocabulary)))
             except (SpanError, KeyError, TypeError, ValueError) as exc:
                 with self._lock:
                     self.unmappable += 1
-                self.log.error("otlp_unmappable_record", trace_id=record.get("trace_id"),
+                self.log.error("otlp_unmappable_record", trace_id=record.trace_id,
                                error=str(exc))
         if not spans:
             return

@@ -10,16 +10,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from streamtap import __version__
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.views.har import har_log
 from streamtap.proxy.readout.traces import (TraceError, load_record, read_index, record_path,
                                             select, since_cutoff)
 
-Record = tuple[dict, Path]  # a record and the file it was read from
+Record = tuple[TraceRecord, Path]  # a record and the file it was read from
 
 
-def _captured(record: dict, path: Path) -> dict[str, bytes] | None:
+def _captured(record: TraceRecord, path: Path) -> dict[str, bytes] | None:
     """The bodies --capture-bodies wrote next to the record, if it was made with it."""
-    if not record.get("capture"):
+    if not record.capture:
         return None
     stem = path.name[:-len(".json")]
     bodies = {}

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.diagnostics.record.schema import RecordVersionError, record_from_dict
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.proxy.readout.traces import TraceError, since_cutoff
 
 
@@ -57,7 +58,7 @@ def record_files(trace_dir: Path, session: str | None = None) -> list[Path]:
     return files
 
 
-def read_records(files: list[Path]) -> Iterator[tuple[Path, dict | None, str | None]]:
+def read_records(files: list[Path]) -> Iterator[tuple[Path, TraceRecord | None, str | None]]:
     """`(path, record, None)` for each readable record, `(path, None, why)` for anything else."""
     for path in files:
         try:
@@ -72,18 +73,18 @@ def read_records(files: list[Path]) -> Iterator[tuple[Path, dict | None, str | N
             yield path, None, "not a streamtap trace record (no trace_id)"
             continue
         try:
-            yield path, upgrade(record), None
+            yield path, record_from_dict(record), None
         except RecordVersionError as exc:
             yield path, None, str(exc)
 
 
-def started_since(record: dict, since: datetime | None) -> bool:
+def started_since(record: TraceRecord, since: datetime | None) -> bool:
     """Whether a record started at or after `since` (no `since`: every record does); a record
     whose start cannot be read never did."""
     if since is None:
         return True
     try:
-        started = parse_since(str(record.get("started_at")))
+        started = parse_since(str(record.started_at))
     except ExportError:
         return False
     return started >= since

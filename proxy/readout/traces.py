@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
-from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
+from streamtap.diagnostics.record.schema import RecordVersionError, record_from_dict
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -188,7 +189,7 @@ def record_path(line: dict) -> Path:
     return matches[-1]
 
 
-def load_record(path: Path) -> dict:
+def load_record(path: Path) -> TraceRecord:
     try:
         record = json.loads(path.read_text())
     except OSError as exc:
@@ -198,13 +199,13 @@ def load_record(path: Path) -> dict:
     if not isinstance(record, dict):
         raise TraceError(f"{path} is not a JSON trace record")
     try:
-        return upgrade(record)
+        return record_from_dict(record)
     except RecordVersionError as exc:
         raise TraceError(f"{path}: {exc}") from None
 
 
 def find_trace(trace_dir: Path, ref: str | None, *, last: bool = False,
-               failed: bool = False) -> dict:
+               failed: bool = False) -> TraceRecord:
     """The record named by a file path, a trace id or an unambiguous prefix of one, or (with
     `last`) the newest one (the newest failed one with `failed`)."""
     if ref is not None and (ref.endswith(".json") or "/" in ref):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import upgrade
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
                                                   since_time, started_since)
 from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
@@ -137,7 +137,7 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
             continue
         summary.duplicates += len(members) - 1
         _, path = members[median_index([timing for timing, _ in members])]
-        sample = build_sample(upgrade(json.loads(path.read_bytes())))
+        sample = build_sample(record_from_dict(json.loads(path.read_bytes())))
         sample["also_seen"] = len(members) - 1  # records of the same structure not written
         sample["digest"] = sample_digest(sample)
         try:

@@ -24,6 +24,7 @@ from streamtap.proxy.serve.passthrough import proxy_error_response
 from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.diagnostics.record.schema import index_line
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.proxy.logs import canonical_fields
 from streamtap.proxy.readout.routes import add_readout_routes
 from streamtap.proxy.store import TraceStore
@@ -62,23 +63,22 @@ class Proxy:
                               f"{self.config.host}:PORT/{route.name} (no {prefix}), or drop "
                               f"{prefix} from the route URL")
 
-    def finished(self, record: dict, path: Path | None = None) -> None:
+    def finished(self, record: TraceRecord, path: Path | None = None) -> None:
         """Runs on the store's thread once the record is written: the log line, then the feed."""
         self.log_exchange(record, path)
         if self.feed is not None:
             self.feed.publish(index_line(record, path.name if path is not None else None))
 
-    def log_exchange(self, record: dict, path: Path | None = None) -> None:
+    def log_exchange(self, record: TraceRecord, path: Path | None = None) -> None:
         """Runs on the store's thread once a record is finished (written or not)."""
         if self.exporter is not None:
             self.exporter.offer(record)
-        outcome = record.get("outcome") or {}
-        level = self.log.info if outcome.get("ok") else self.log.warning
+        level = self.log.info if record.outcome and record.outcome.ok else self.log.warning
         level("request", **canonical_fields(record, str(path) if path is not None else None))
         try:  # counted whether or not the record could be written: a broken trace dir is no reason
             self.metrics.observe(record)
         except Exception:  # a bug here must cost the metrics, never the log line or the feed
-            self.log.exception("metrics_observe_failed", trace_id=record.get("trace_id"))
+            self.log.exception("metrics_observe_failed", trace_id=record.trace_id)
 
 
 def _trace_config() -> aiohttp.TraceConfig:

@@ -19,7 +19,8 @@ from aiohttp import hdrs, web
 from yarl import URL
 
 from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
-from streamtap.diagnostics.record.recorder import UPSTREAM_ENDED, Ending, Limits, Recorder
+from streamtap.diagnostics.record.ending import UPSTREAM_ENDED, Ending
+from streamtap.diagnostics.record.recorder import Limits, Recorder
 from streamtap.diagnostics.redaction.redact import safe_id
 
 from streamtap.proxy.connection import sockets

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_as_dict
+from streamtap.diagnostics.record import recorder as recorder_module
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.verdict import classify as cl
 from streamtap.diagnostics.verdict.classify import Facts, classify, doing, error_retryable, trigger_words
@@ -659,7 +661,7 @@ def test_the_retry_sets_are_what_the_providers_document():
     assert cl.SLOWING_FAULTS == ("delay", "throttle")
 
 
-# -- Facts.from_record: the facts the rules read are the record's ----------------------------
+# -- facts_from_record: the facts the rules read are the record's ----------------------------
 CHAT = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
         b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
         b"data: [DONE]\n\n")
@@ -674,20 +676,20 @@ def finish(data: bytes, *, provider: str = "openai", route: str = "r", downstrea
     recorder.on_response(200, [("content-type", "text/event-stream")], 2.0)
     recorder.feed(data, 3.0)
     captured = {}
-    real = cl.Facts.from_record
+    real = recorder_module.facts_from_record
 
     def spy(record, state, end):
         captured["facts"] = real(record, state, end)
         return captured["facts"]
 
-    cl.Facts.from_record = spy
+    recorder_module.facts_from_record = spy
     try:
-        record = recorder.finish(Ending(
+        record = record_as_dict(recorder.finish(Ending(
             upstream=ending.pop("upstream", "complete"), downstream_status=200,
             downstream_bytes=len(data) if downstream_bytes is None else downstream_bytes,
-            **ending), 4.0)
+            **ending), 4.0))
     finally:
-        cl.Facts.from_record = real
+        recorder_module.facts_from_record = real
     return record, captured["facts"]
 
 

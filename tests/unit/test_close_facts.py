@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.verdict.client_defaults import matching_defaults
 
@@ -27,7 +28,7 @@ def record_of(timed_chunks: list[tuple[float, bytes]], end_ms: float, **ending) 
     ending = {"upstream": "complete", "upstream_end_ms": end_ms, "downstream_end_ms": end_ms,
               "downstream_status": 200,
               "downstream_bytes": sum(len(chunk) for _, chunk in timed_chunks)} | ending
-    return recorder.finish(Ending(**ending), end_ms)
+    return record_as_dict(recorder.finish(Ending(**ending), end_ms))
 
 
 def test_keepalives_after_the_last_event_are_counted_apart_from_it():

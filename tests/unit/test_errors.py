@@ -12,6 +12,7 @@ import pytest
 from aiohttp.client_reqrep import ConnectionKey
 from aiohttp.http_exceptions import BadHttpMessage
 
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.verdict.errors import describe, errno_name, fingerprint
 
@@ -107,7 +108,7 @@ def test_the_dns_verdict_reads_as_a_sentence():
     recorder.on_request("POST", "/v1/chat/completions", [], b"{}")
     ending = Ending(upstream="error", error=fingerprint("upstream_connect", exc),
                     downstream_status=502, upstream_end_ms=3.0)
-    outcome = recorder.finish(ending, 3.0)["outcome"]
+    outcome = record_as_dict(recorder.finish(ending, 3.0))["outcome"]
     assert outcome["summary"] == (
         "streamtap could not connect to openai: the name api.openai.com could not be resolved "
         "(EAI_NONAME); nothing was streamed. Check the host in the route's URL and this "
@@ -122,8 +123,8 @@ def test_a_refused_connection_verdict_names_the_errno():
     recorder = Recorder(trace_id="t", session_id="s", message_id=None, started_at="now",
                         route="local", provider="local")
     recorder.on_request("POST", "/v1/chat/completions", [], b"{}")
-    outcome = recorder.finish(Ending(upstream="error", error=fingerprint("upstream_connect", exc),
-                                     upstream_end_ms=1.0), 1.0)["outcome"]
+    outcome = record_as_dict(recorder.finish(Ending(upstream="error", error=fingerprint("upstream_connect", exc),
+                                     upstream_end_ms=1.0), 1.0))["outcome"]
     assert outcome["summary"] == (
         "streamtap could not connect to local: the connection was refused (nothing listens on "
         "that port) (ECONNREFUSED); nothing was streamed.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.probe.catalog import HUNG, OK, RAISED, RECOVERED, SILENT, Catalog
 from streamtap.diagnostics.probe.grade import Attempt, Run, judge
 from streamtap.diagnostics.probe.repro_rows import repro_catalog, repro_ending
@@ -17,7 +18,7 @@ BROKEN, DONE = Attempt(0.0, False), Attempt(0.0, True)
 
 
 def case(record: dict, trace_id: str):
-    sample, manifest = build_repro(record)
+    sample, manifest = build_repro(record_from_dict(record))
     manifest["trace_id"] = trace_id
     return read_case(manifest, sample)
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
 from streamtap.diagnostics.samples.samples import build_sample, check_sample
 from streamtap.diagnostics.decode.sse import NdjsonDecoder, SseDecoder
@@ -52,9 +53,9 @@ def recorded(data: bytes, **kwargs) -> dict:
 
 def round_trip(data: bytes, chunks="whole", **kwargs) -> tuple[dict, dict, bytes]:
     """(the original's sample, the replay's sample, the replay's bytes)."""
-    original = build_sample(recorded(data, t_step=1.0, chunks=[40] * 10_000, **kwargs))
+    original = build_sample(record_from_dict(recorded(data, t_step=1.0, chunks=[40] * 10_000, **kwargs)))
     out = replay_bytes(original)
-    return original, build_sample(recorded(out, chunks=chunks, **kwargs)), out
+    return original, build_sample(record_from_dict(recorded(out, chunks=chunks, **kwargs))), out
 
 
 def assert_same(original: dict, replayed: dict) -> None:
@@ -94,10 +95,10 @@ def test_every_corpus_sample_rebuilds_to_its_frames(path):
         return
     request = dict(REQUEST, tools=[{"type": "function", "function": {"name": name}}
                                    for name in sample["request"].get("tool_names") or []])
-    replayed = build_sample(recorded(out, path=sample["request"]["path"],
+    replayed = build_sample(record_from_dict(recorded(out, path=sample["request"]["path"],
                                      content_type=sample["content_type"] or "",
                                      status=sample["status"], request=request,
-                                     upstream=_UPSTREAM.get(sample["ending"], "complete")))
+                                     upstream=_UPSTREAM.get(sample["ending"], "complete"))))
     assert [f[2] for f in replayed["frames"]] == [f[2] for f in sample["frames"]]
     assert [f[1] for f in replayed["frames"]] == [f[1] for f in sample["frames"]]
     for key in ("event_counts", "terminal", "finish_reason"):
@@ -237,7 +238,7 @@ def test_frames_without_shapes_become_padding_of_their_size():
     record = recorded(b"".join(chat_text_stream(3)), path=PATHS["openai-chat"])
     old = dict(record, frames=[entry[:3] for entry in record["frames"]])
     del old["shapes"]  # a record written before shapes existed
-    sample = build_sample(old)
+    sample = build_sample(record_from_dict(old))
     assert any("no shapes" in note for note in sample["notes"])
     rebuilt = rebuild(sample)
     assert [len(frame) for frame in rebuilt.frames] == [f[1] for f in sample["frames"]]
@@ -247,30 +248,30 @@ def test_frames_without_shapes_become_padding_of_their_size():
 
 
 def test_a_frame_whose_shape_was_dropped_borrows_one_of_its_kind():
-    sample = build_sample(recorded(b"".join(chat_text_stream(4)), path=PATHS["openai-chat"]))
+    sample = build_sample(record_from_dict(recorded(b"".join(chat_text_stream(4)), path=PATHS["openai-chat"])))
     texts = [i for i, entry in enumerate(sample["frames"]) if entry[2] == "text_delta"]
     sample["frames"][texts[-1]][3] = None  # the shape table was full when it arrived
     out = replay_bytes(sample)
-    replayed = build_sample(recorded(out, path=PATHS["openai-chat"]))
+    replayed = build_sample(record_from_dict(recorded(out, path=PATHS["openai-chat"])))
     assert_same(sample, replayed)
 
 
 def test_frames_that_cannot_grow_are_padded_outside_their_data():
-    sample = build_sample(recorded(b": ping\n\n" + b"".join(chat_text_stream(1)),
-                                   path=PATHS["openai-chat"]))
+    sample = build_sample(record_from_dict(recorded(b": ping\n\n" + b"".join(chat_text_stream(1)),
+                                   path=PATHS["openai-chat"])))
     sample["frames"][0][1] += 5  # the comment
     sample["frames"][-1][1] += 3  # [DONE]
     rebuilt = rebuild(sample)
     assert rebuilt.frames[0] == b": ping     \n"
     assert rebuilt.frames[-1] == b"\n\n\ndata: [DONE]\n\n"
-    replayed = build_sample(recorded(replay_bytes(sample), path=PATHS["openai-chat"]))
+    replayed = build_sample(record_from_dict(recorded(replay_bytes(sample), path=PATHS["openai-chat"])))
     assert_same(sample, replayed)
 
 
 # -- bodies and timing ----------------------------------------------------------------------------
 def test_an_error_body_without_a_shape_is_the_dialects_own():
-    sample = build_sample(recorded(fixture("json", "anthropic_429.json"), path="/v1/messages",
-                                   content_type="application/json", status=429))
+    sample = build_sample(record_from_dict(recorded(fixture("json", "anthropic_429.json"), path="/v1/messages",
+                                   content_type="application/json", status=429)))
     sample["body_shape"] = None
     body = json.loads(rebuild(sample).body)
     assert body["type"] == "error" and body["error"]["type"] == "rate_limit_error"

@@ -19,6 +19,7 @@ import re
 
 import pytest
 
+from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.redaction import secrets
 from streamtap.diagnostics.record.recorder import Ending, Limits, Recorder
 from streamtap.diagnostics.redaction.redact import (
@@ -213,7 +214,7 @@ def _record_for(path: str, content_type: str = "text/event-stream") -> dict:
     recorder.on_response(200, [("content-type", content_type)], 1.0)
     recorder.feed(b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,'
                   b'"delta":{"content":"hi"},"finish_reason":null}]}\n\n', 2.0)
-    return recorder.finish(Ending(upstream="truncated", upstream_end_ms=3.0), 3.0)
+    return record_as_dict(recorder.finish(Ending(upstream="truncated", upstream_end_ms=3.0), 3.0))
 
 
 @pytest.mark.parametrize("raw, recorded, dialect",
@@ -336,7 +337,7 @@ def recorded(headers: list, keep_ratelimit: bool = False) -> dict:
     recorder.on_response(200, [("content-type", "text/event-stream")] + headers, 1.0)
     recorder.feed(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", 2.0)
     from streamtap.diagnostics.record.recorder import Ending
-    return recorder.finish(Ending(upstream="complete"), 3.0)
+    return record_as_dict(recorder.finish(Ending(upstream="complete"), 3.0))
 
 
 def test_anthropic_request_id_becomes_the_correlation_request_id():

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
+from streamtap.diagnostics.record.schema import encode_record, record_from_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
+from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import SpanError, otel_ids, record_to_span
 from tests.streams import CANARY_ARG, CANARY_OUTPUT, chat_tool_stream, chat_text_stream
@@ -50,7 +52,7 @@ def http_error() -> dict:
 
 
 def test_a_complete_stream_is_a_chat_span_with_usage_and_no_error():
-    span = record_to_span(complete(), upstream_url="https://api.openai.com")
+    span = record_to_span(record_from_dict(complete()), upstream_url="https://api.openai.com")
     a = span.attributes
     assert (span.name, span.kind, span.status, span.status_description) == \
         ("chat m", "CLIENT", "UNSET", None)
@@ -87,7 +89,7 @@ def test_a_complete_stream_is_a_chat_span_with_usage_and_no_error():
 
 
 def test_a_reset_mid_tool_call_is_an_error_span_that_says_so():
-    span = record_to_span(reset_mid_tool_call())
+    span = record_to_span(record_from_dict(reset_mid_tool_call()))
     a = span.attributes
     assert span.status == "ERROR"
     assert span.status_description.startswith("The connection to openai was reset while the "
@@ -105,7 +107,7 @@ def test_a_reset_mid_tool_call_is_an_error_span_that_says_so():
 
 
 def test_a_wrapped_error_is_a_provider_error_span():
-    span = record_to_span(wrapped_error())
+    span = record_to_span(record_from_dict(wrapped_error()))
     a = span.attributes
     assert span.name == "chat m" and span.status == "ERROR"
     assert (a[sc.ST_BOUNDARY], a[sc.ST_PHASE]) == ("provider_error", "text")
@@ -116,7 +118,7 @@ def test_a_wrapped_error_is_a_provider_error_span():
 
 
 def test_an_http_error_carries_its_status_and_no_stream_timing():
-    span = record_to_span(http_error(), upstream_url="http://127.0.0.1:9")
+    span = record_to_span(record_from_dict(http_error()), upstream_url="http://127.0.0.1:9")
     a = span.attributes
     assert span.status == "ERROR" and a[sc.HTTP_RESPONSE_STATUS_CODE] == 429
     assert a[sc.ST_BOUNDARY] == "provider_error" and a[sc.ERROR_TYPE] == "provider_error:http_429"
@@ -128,7 +130,7 @@ def test_an_http_error_carries_its_status_and_no_stream_timing():
 def test_frame_events_are_capped_head_and_tail():
     record = stamped(record_stream(b"".join(chat_text_stream(500)), path="/v1/chat/completions"))
     record["frames"] = [[float(i), 10 + i, "text_delta", 1] for i in range(503)]
-    span = record_to_span(record, frame_events=200)
+    span = record_to_span(record_from_dict(record), frame_events=200)
     sizes = [e.attributes[sc.FRAME_BYTES] for e in span.events if e.name == sc.EVENT_FRAME]
     assert sizes == [10 + i for i in range(100)] + [10 + i for i in range(403, 503)]
     assert span.attributes[sc.ST_FRAME_EVENTS_DROPPED] == record["stream"]["frame_count"] - 200
@@ -138,12 +140,12 @@ def test_ids_are_stable_and_the_trace_id_is_searchable():
     assert otel_ids("0123456789abcdef") == (0x0123456789ABCDEF, 0x0123456789ABCDEF)
     trace, span = otel_ids("t")
     assert trace and span and otel_ids("t") == (trace, span) and trace < 2 ** 128
-    assert record_to_span(complete()).span_id == record_to_span(complete()).span_id
+    assert record_to_span(record_from_dict(complete())).span_id == record_to_span(record_from_dict(complete())).span_id
 
 
 def test_a_record_without_a_start_time_is_refused_clearly():
     with pytest.raises(SpanError, match="no usable started_at"):
-        record_to_span({**complete(), "started_at": "yesterday"})
+        record_to_span(record_from_dict({**complete(), "started_at": "yesterday"}))
 
 
 # -- the canary: nothing a record may not hold reaches a span ---------------------------------
@@ -152,7 +154,7 @@ PROMPT = "CANARY-PROMPT-3f1a"
 REQUEST_ARG = "CANARY-REQARG-91c2"
 
 
-def canary_record() -> dict:
+def canary_record() -> TraceRecord:
     """A real Recorder fed a request with a key, a prompt, tool arguments and a streamed answer
     and tool call full of canaries; the stream is cut mid tool call."""
     recorder = Recorder(trace_id="fedcba9876543210", session_id="s", message_id="m",
@@ -187,7 +189,7 @@ def span_strings(span) -> list[str]:
 
 def test_no_canary_and_nothing_but_the_record_reaches_the_span():
     record = canary_record()
-    text = json.dumps(record)
+    text = encode_record(record).decode()
     for canary in (SECRET_KEY, PROMPT, REQUEST_ARG, CANARY_OUTPUT, CANARY_ARG):
         assert canary not in text  # the record holds none (redaction's own tests prove why) ...
     span = record_to_span(record, upstream_url="https://api.openai.com")
@@ -217,7 +219,7 @@ def test_the_conventions_module_names_its_version():
 def test_an_injected_fault_is_named_on_the_span():
     record = {**reset_mid_tool_call(), "fault": {"name": "cut-tools", "action": "reset",
                                                  "at": "event:tool_input_delta:3", "fired": True}}
-    attributes = record_to_span(record).attributes
+    attributes = record_to_span(record_from_dict(record)).attributes
     assert (attributes[sc.ST_FAULT_NAME], attributes[sc.ST_FAULT_ACTION],
             attributes[sc.ST_FAULT_FIRED]) == ("cut-tools", "reset", True)
-    assert sc.ST_FAULT_NAME not in record_to_span(reset_mid_tool_call()).attributes
+    assert sc.ST_FAULT_NAME not in record_to_span(record_from_dict(reset_mid_tool_call())).attributes
