@@ -22,7 +22,6 @@ Standard library and streamtap only; no sockets, no files.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from streamtap.diagnostics.decode.chunked import ChunkedBody  # noqa: E402
 from streamtap.diagnostics.decode.sse import SseDecoder  # noqa: E402
 from streamtap.diagnostics.dialects.openai_chat import OpenAIChat  # noqa: E402
 from streamtap.diagnostics.record.recorder import Ending, Recorder  # noqa: E402
+from streamtap.diagnostics.record.schema import encode_record  # noqa: E402
 from streamtap.diagnostics.record.shapes import ShapeTable  # noqa: E402
 from streamtap.diagnostics.dialects.stream import StreamState  # noqa: E402
 
@@ -140,7 +140,7 @@ def measure(frames: int, repeat: int) -> list[tuple[str, float, float]]:
                         downstream_end_ms=500.0)
         started = time.perf_counter()
         for rec in recorders:
-            json.dumps(rec.finish(ending, 500.0))
+            encode_record(rec.finish(ending, 500.0))
         return time.perf_counter() - started
 
     streams = max(frames // PER_READ_BULK // 4, 5)
