@@ -44,6 +44,8 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
     # The starter corpus ships as package data, so replay and the fake provider work without a
     # checkout.
     assert len(list((installed / "corpus").glob("*.sample.json"))) >= 80
+    # ... and nothing that needs a checkout: the corpus generator reads the repo's test fixtures.
+    assert {path.name for path in (installed / "corpus").glob("*.py")} == {"__init__.py"}
     # The page and report templates ship as package data too.
     templates = {path.name for path in (installed / "diagnostics" / "views" / "templates").iterdir()}
     assert templates == {"page.html.j2", "trace.html.j2"}

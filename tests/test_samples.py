@@ -340,7 +340,7 @@ def test_no_canary_in_exported_samples_or_the_matrix(run, tmp_path, capsys):
 
 # -- the starter corpus -----------------------------------------------------------------------
 def load_generator():
-    spec = importlib.util.spec_from_file_location("make_corpus", CORPUS / "make_corpus.py")
+    spec = importlib.util.spec_from_file_location("make_corpus", Path(__file__).parent / "make_corpus.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["make_corpus"] = module  # dataclasses look their module up while building
     try:
@@ -351,7 +351,7 @@ def load_generator():
 
 
 def test_corpus_is_up_to_date():
-    assert load_generator().main(["--check"]) == 0, "run `python samples/make_corpus.py`"
+    assert load_generator().main(["--check"]) == 0, "run `python tests/make_corpus.py`"
 
 
 def test_corpus_covers_every_dialect_and_ending():

@@ -1,4 +1,7 @@
-"""Build the starter corpus in this folder: content-free samples for every dialect and ending.
+"""Build the starter corpus in samples/: content-free samples for every dialect and ending.
+
+A development script that needs a checkout (the fixture streams), so it lives with the tests and
+is not part of the installed `streamtap.corpus` package, which holds only the samples.
 
 Made by us, not captured: each sample comes from one of the repo's fixture streams
 (`tests/fixtures/streams/`, written from the providers' public docs listed under Sources in
@@ -6,8 +9,8 @@ samples/README.md), fed one frame per chunk through the same Recorder the proxy 
 deterministic, plausible timing and the ending we ask for, then turned into a sample with
 `diagnostics.samples.build_sample`. The matrix table in README.md is regenerated too.
 
-    python samples/make_corpus.py           # rewrite samples/*.sample.json and the README table
-    python samples/make_corpus.py --check   # exit 1 if the committed corpus is out of date
+    python tests/make_corpus.py           # rewrite samples/*.sample.json and the README table
+    python tests/make_corpus.py --check   # exit 1 if the committed corpus is out of date
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+REPO = Path(__file__).resolve().parents[1]
+HERE = REPO / "samples"  # the corpus folder
 
 
 from streamtap.diagnostics.verdict.errors import fingerprint  # noqa: E402
@@ -388,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in stale:
                 print(f"out of date: samples/{name}", file=sys.stderr)
             if stale:
-                print("run `python samples/make_corpus.py` and commit the result",
+                print("run `python tests/make_corpus.py` and commit the result",
                       file=sys.stderr)
             return 1 if stale else 0
         for name in old.keys() - new.keys():
