@@ -128,7 +128,7 @@ def main() -> int:
     health = exporter.health()
     print(json.dumps({
         "records": args.records, "frames_per_record": args.frames,
-        "frame_events_per_span": min(len(records[0]["frames"]), settings.frame_events),
+        "frame_events_per_span": min(len(records[0].frames), settings.frame_events),
         "batch_size": args.batch_size, "endpoint": "built-in discarding receiver"
         if server else endpoint,
         "spans_per_s": round(health["exported"] / elapsed, 1),

@@ -78,10 +78,14 @@ def test_trace_header_is_off_by_default(proxy, fake):
 def test_console_log_line_ends_with_summary_and_record_path(tmp_path):
     code = """
 import io, sys
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.proxy.logs import configure_logging, canonical_fields
 stream = io.StringIO()
 log = configure_logging("console", stream)
-record = {"trace_id": "abc", "session_id": "s", "route": "r", "outcome": {"summary": "SUMMARY."}}
+record = record_from_dict({"schema_version": 2, "trace_id": "abc", "session_id": "s",
+                           "started_at": "x", "route": "r",
+                           "outcome": {"ok": True, "boundary": "none", "phase": "complete",
+                                       "summary": "SUMMARY."}})
 log.warning("request", **canonical_fields(record, "/traces/s/x-abc.json"))
 sys.stdout.write(stream.getvalue())
 """

@@ -290,7 +290,7 @@ def test_one_canonical_log_line_per_request(fake, proxy):
     def lines() -> dict[str, list[dict]]:
         found: dict[str, list[dict]] = {}
         for entry in log_events(proxy.log(), "request"):
-            found.setdefault(entry.get("session"), []).append(entry)
+            found.setdefault(entry.get("session_id"), []).append(entry)
         return found
 
     assert wait_for(lambda: all(s in lines() for s in sessions)), proxy.log()[-3000:]
@@ -298,7 +298,9 @@ def test_one_canonical_log_line_per_request(fake, proxy):
     found = lines()
     assert quiet not in found
     [entry] = found[refused]
-    assert (entry["route"], entry["status"], entry["boundary"]) == ("nowhere", 404, "proxy")
+    # streamtap answered it: no upstream status, the client's 404 (as the index line says)
+    assert (entry["route"], entry["status"], entry["downstream_status"], entry["boundary"]) == (
+        "nowhere", None, 404, "proxy")
     for session, (prefix, status, boundary, phase) in sessions.items():
         [entry] = found[session]
         record = proxy.record(session)
@@ -306,6 +308,7 @@ def test_one_canonical_log_line_per_request(fake, proxy):
         assert (entry["route"], entry["method"]) == ("fake", "POST")
         assert entry["path"] == prefix + "/v1/chat/completions"
         assert (entry["status"], entry["boundary"], entry["phase"]) == (status, boundary, phase)
+        assert entry["downstream_status"] == status
         assert entry["model"] == "gpt-test"
         assert isinstance(entry["duration_ms"], (int, float)) and entry["duration_ms"] >= 0
         assert entry["duration_ms"] == record["timeline"]["duration_ms"]

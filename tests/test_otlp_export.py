@@ -12,6 +12,7 @@ import openai
 import pytest
 import structlog
 
+from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.proxy.config import OtlpExport
 from streamtap.proxy.export import otlp
 from streamtap.proxy.export.otlp import ExportUnavailable, OtlpExporter, make_exporter
@@ -44,7 +45,7 @@ def test_records_arrive_as_spans_with_resource_and_headers(sink):
                                      headers=(("authorization", HEADER_KEY),)),
                             LOG, {"openai": "https://api.openai.com"})
     for record in (complete(), reset_mid_tool_call(), wrapped_error(), http_error()):
-        exporter.offer(record)
+        exporter.offer(record_from_dict(record))
     assert exporter.flush(10)
     exporter.close()
     spans = sink.wait_spans(4)
@@ -75,7 +76,7 @@ def test_a_full_queue_drops_and_counts_and_a_returning_backend_resumes():
     port_holder.close()  # nothing listens: connection refused, the backend is down
     exporter = OtlpExporter(settings(f"http://127.0.0.1:{port}", queue_limit=5, batch_size=2,
                                      timeout_ms=300), LOG)
-    record = complete()
+    record = record_from_dict(complete())
     started = time.monotonic()
     for _ in range(50):
         exporter.offer(record)
@@ -86,7 +87,7 @@ def test_a_full_queue_drops_and_counts_and_a_returning_backend_resumes():
     assert health["failed_batches"] >= 1 and "did not answer" in health["last_error"]
     sink = OtlpSink(port).start()  # the backend comes back on the same address
     try:
-        exporter.offer(wrapped_error())
+        exporter.offer(record_from_dict(wrapped_error()))
         assert exporter.flush(10)
         assert sink.wait_spans(1)[0]["attrs"]["streamtap.boundary"] == "provider_error"
         health = exporter.health()
@@ -99,8 +100,8 @@ def test_a_full_queue_drops_and_counts_and_a_returning_backend_resumes():
 @pytest.mark.e2e
 def test_a_record_that_cannot_be_a_span_is_counted_not_fatal(sink):
     exporter = OtlpExporter(settings(sink.endpoint), LOG)
-    exporter.offer({**complete(), "started_at": None})
-    exporter.offer(complete())
+    exporter.offer(record_from_dict({**complete(), "started_at": "yesterday"}))
+    exporter.offer(record_from_dict(complete()))
     assert exporter.flush(10)
     exporter.close()
     assert len(sink.wait_spans(1)) == 1

@@ -317,7 +317,7 @@ def test_a_malformed_request_is_one_scrubbed_log_line(side_proxy, request_bytes)
     # streamtap answers and records it itself (proxy/serve/refusals.py): the request's one log
     # line, boundary `proxy`, naming why and quoting nothing
     assert line["event"] == "request", line
-    assert line["boundary"] == "proxy" and line["status"] == 400, line
+    assert line["boundary"] == "proxy" and line["downstream_status"] == 400, line
 
 
 def _stream_record(fake, side_proxy, chunks: list[bytes], path: str) -> dict:

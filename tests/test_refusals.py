@@ -39,9 +39,10 @@ def test_unknown_route_gets_a_record_and_a_log_line(proxy):
     assert (outcome["boundary"], outcome["evidence"]) == ("proxy", ["unknown_route"])
     assert "No route `opneai` is configured" in outcome["summary"]
     lines = wait_for(lambda: [entry for entry in log_events(proxy.log(), "request")
-                              if entry.get("session") == session])
-    assert [(entry["route"], entry["status"], entry["boundary"]) for entry in lines] == [
-        ("opneai", 404, "proxy")]
+                              if entry.get("session_id") == session])
+    # the client's 404, as the index line says; no upstream answered (`status`)
+    assert [(entry["route"], entry["status"], entry["downstream_status"], entry["boundary"])
+            for entry in lines] == [("opneai", None, 404, "proxy")]
 
 
 def test_bad_fault_header_and_too_large_are_recorded_as_proxy_answers(fake, proxy):
@@ -85,7 +86,7 @@ def test_a_header_longer_than_max_header_bytes_gets_json_no_echo_no_traceback_an
     assert record["outcome"]["boundary"] == "proxy" and record["downstream"]["status"] == 431
     assert wait_for(lambda: [entry for entry in log_events(proxy.log(), "request")
                              if entry.get("trace_id") == record["trace_id"]
-                             and entry["status"] == 431])
+                             and entry["downstream_status"] == 431])
     log = proxy.log()
     assert "Traceback" not in log and "ZZZZ" not in log
 
@@ -160,5 +161,5 @@ def test_a_key_pasted_as_a_route_name_is_never_recorded_logged_or_echoed(proxy):
     assert record["outcome"]["evidence"] == ["unknown_route"]
     assert key not in json.dumps(record) and record["route"].startswith("h-")
     assert wait_for(lambda: [entry for entry in log_events(proxy.log(), "request")
-                             if entry.get("session") == session])
+                             if entry.get("session_id") == session])
     assert key not in proxy.log()

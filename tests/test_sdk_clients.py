@@ -96,7 +96,7 @@ def test_openai_chat_completions_stream(fake, proxy):
     assert request["method"] == "POST" and request["path"] == prefix + "/v1/chat/completions"
     assert (request["model"], request["stream"], request["message_count"]) == ("gpt-test", True, 2)
     assert request["temperature"] == 0.5
-    assert "tool_count" not in request
+    assert request["tool_count"] is None
     assert_sdk_headers(record, sent_headers(fake, prefix))
     assert record["stream"]["bytes"] == sum(map(len, stream))
     assert record["stream"]["terminal"] == "[DONE]"
