@@ -19,9 +19,10 @@ from streamtap.diagnostics.faults.rules import (FaultError, FaultRule, check_rou
                                                 rule_from_mapping)
 from streamtap.diagnostics.views.genai_conventions import (LATEST, SEMCONV_OPT_IN_VARIABLE, V1_41,
                                                            vocabulary)
+from streamtap.diagnostics.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A bad option. `key` is the option at fault, as the user wrote it."""
 
     def __init__(self, key: str, message: str):

@@ -6,13 +6,15 @@ upgraded one step at a time, and a record from a newer streamtap is refused with
 
 from __future__ import annotations
 
+from streamtap.diagnostics.errors import UserError
+
 SCHEMA_VERSION = 1
 
 # convert_N_to_N+1 functions, in order. Empty until version 2 exists.
 _UPGRADES: dict[int, object] = {}
 
 
-class RecordVersionError(ValueError):
+class RecordVersionError(UserError, ValueError):
     """A record this streamtap cannot read."""
 
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 
 from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.schema import upgrade
 
 SAMPLE_SCHEMA_VERSION = 1
@@ -30,7 +31,7 @@ REQUEST_FIELDS = ("method", "path", "model", "stream", "message_count", "tool_co
 _WIRE_HEADERS = ("content-encoding", "content-length")
 
 
-class SampleError(ValueError):
+class SampleError(UserError, ValueError):
     pass
 
 

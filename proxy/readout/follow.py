@@ -13,9 +13,10 @@ from streamtap.diagnostics.decode.sse import SseDecoder
 from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views.text import tail_row
 from streamtap.proxy.readout.console import emit
+from streamtap.diagnostics.errors import UpstreamError
 
 
-class FollowError(RuntimeError):
+class FollowError(UpstreamError, RuntimeError):
     pass
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
 from streamtap.proxy.readout.traces import TraceError, since_cutoff
+from streamtap.diagnostics.errors import UserError
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """The export cannot start (no trace dir, bad --since, unwritable OUT); says what to do."""
 
 

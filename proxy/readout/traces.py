@@ -20,6 +20,7 @@ from typing import TypeVar
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
 from streamtap.diagnostics.record.schema import RecordVersionError, upgrade
 from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
+from streamtap.diagnostics.errors import UserError
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -27,7 +28,7 @@ T = TypeVar("T")
 NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are only counted
 
 
-class TraceError(ValueError):
+class TraceError(UserError, ValueError):
     """A trace that cannot be found or read; the message says what to do."""
 
 
