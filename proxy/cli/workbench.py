@@ -43,6 +43,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
     from streamtap.diagnostics.samples.matrix_table import render_table
 
+    from streamtap.proxy.readout.tracedir import TraceError
     from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
 
     if args.samples_command is None:
@@ -60,7 +61,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
             print("; ".join(summary.lines()), file=sys.stderr)
             return 0
         samples, skipped = load_samples(args.dirs)
-    except ExportError as exc:
+    except (ExportError, TraceError) as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
     for path, why in skipped:

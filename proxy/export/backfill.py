@@ -17,8 +17,8 @@ from streamtap.proxy.config import (Config, ConfigError, check_url, load_file, o
                                     Export)
 from streamtap.proxy.export.otlp import ExportUnavailable, OtlpExporter
 from streamtap.proxy.logs import configure_logging
-from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
-                                                  since_time, started_since)
+from streamtap.proxy.readout.tracedir import (TraceError, parse_since, read_records,
+                                              record_files, started_since)
 
 
 def add_otlp_export(parser: argparse.ArgumentParser) -> None:
@@ -51,10 +51,10 @@ def run_otlp_export(args: argparse.Namespace) -> int:
                                                  "(e.g. http://127.0.0.1:6006 for Phoenix), set "
                                                  "[export.otlp] endpoint, or "
                                                  "OTEL_EXPORTER_OTLP_ENDPOINT")
-        since = since_time(args.since) if getattr(args, "since", None) else None
+        since = parse_since(args.since) if getattr(args, "since", None) else None
         files = record_files(Path(args.trace_dir or Config().trace_dir),
                              getattr(args, "session", None))
-    except (ConfigError, ExportError) as exc:
+    except (ConfigError, TraceError) as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
         return 2
     log = configure_logging("auto")

@@ -19,7 +19,7 @@ from streamtap.proxy.export.otlp import ExportUnavailable
 from streamtap.proxy.faults.client import ControlError
 from streamtap.proxy.probe.run import ProbeError
 from streamtap.proxy.readout.follow import FollowError
-from streamtap.proxy.readout.traces import TraceError
+from streamtap.proxy.readout.tracedir import TraceError
 from streamtap.proxy.replay.library import ReplayError
 from streamtap.proxy.replay.samplestore import ExportError
 from streamtap.proxy.serve.guard import ControlRequestError
