@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import replace
 
 from streamtap.diagnostics.faults.triggers import TRIGGER_HELP
@@ -106,12 +105,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def cmd_serve(args: argparse.Namespace) -> int:
     from streamtap.proxy.serve.run import run
 
-    try:
-        config = config_from_args(args)
-    except ConfigError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
-    return run(config, ready_json=args.ready_json)
+    return run(config_from_args(args), ready_json=args.ready_json)
 
 
 def add_fault_command(commands) -> None:
@@ -129,7 +123,8 @@ def add_fault_command(commands) -> None:
     remove = actions.add_parser("remove", parents=[common], help="remove one rule")
     remove.add_argument("name", help="the rule's name, as `fault list` shows it")
     actions.add_parser("clear", parents=[common], help="remove every rule, config rules too")
-    fault.set_defaults(func=cmd_fault, help_of=fault)
+    # A rule refused (by the flags' check or by the proxy) exits 1, as it always has.
+    fault.set_defaults(func=cmd_fault, help_of=fault, error_status=1)
 
 
 def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
@@ -168,26 +163,20 @@ def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
 def cmd_fault(args: argparse.Namespace) -> int:
     import json
 
-    from streamtap.proxy.faults.client import ControlError, call, rule_from_flags
-    from streamtap.diagnostics.faults.rules import FaultError
+    from streamtap.proxy.faults.client import call, rule_from_flags
 
     if args.fault_command is None:
         args.help_of.print_help()
         return 2
-    try:
-        if args.fault_command == "add":
-            rule = rule_from_flags(args.name, args.action, args.at, args.times,
-                                   args.probability, args.seed, args.match, args.set)
-            result = call(args.proxy, "POST", "faults?replace=1" if args.replace else "faults",
-                          rule)
-        elif args.fault_command == "list":
-            result = call(args.proxy, "GET", "faults")
-        elif args.fault_command == "remove":
-            result = call(args.proxy, "DELETE", f"faults/{args.name}")
-        else:
-            result = call(args.proxy, "DELETE", "faults")
-    except (ControlError, FaultError) as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 1
+    if args.fault_command == "add":
+        rule = rule_from_flags(args.name, args.action, args.at, args.times,
+                               args.probability, args.seed, args.match, args.set)
+        result = call(args.proxy, "POST", "faults?replace=1" if args.replace else "faults", rule)
+    elif args.fault_command == "list":
+        result = call(args.proxy, "GET", "faults")
+    elif args.fault_command == "remove":
+        result = call(args.proxy, "DELETE", f"faults/{args.name}")
+    else:
+        result = call(args.proxy, "DELETE", "faults")
     print(json.dumps(result, indent=2))
     return 0

@@ -43,27 +43,22 @@ def cmd_samples(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
     from streamtap.diagnostics.samples.matrix_table import render_table
 
-    from streamtap.proxy.readout.tracedir import TraceError
-    from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
+    from streamtap.proxy.replay.samplestore import export_samples, load_samples
 
     if args.samples_command is None:
         args.help_of.print_help()
         return 2
-    try:
-        if args.samples_command == "export":
-            summary = export_samples(trace_dir_of(args), args.out,
-                                     session=args.session, since=args.since,
-                                     include_injected=args.include_injected)
-            for path, why in summary.unreadable:
-                print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
-            for path in summary.written:
-                print(path)
-            print("; ".join(summary.lines()), file=sys.stderr)
-            return 0
-        samples, skipped = load_samples(args.dirs)
-    except (ExportError, TraceError) as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    if args.samples_command == "export":
+        summary = export_samples(trace_dir_of(args), args.out,
+                                 session=args.session, since=args.since,
+                                 include_injected=args.include_injected)
+        for path, why in summary.unreadable:
+            print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
+        for path in summary.written:
+            print(path)
+        print("; ".join(summary.lines()), file=sys.stderr)
+        return 0
+    samples, skipped = load_samples(args.dirs)
     for path, why in skipped:
         print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
     if not samples:
@@ -139,19 +134,14 @@ def add_repro_command(commands) -> None:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from streamtap.diagnostics.samples.repro import ReproError
     from streamtap.proxy.replay.repro import kit_file_names, write_repro
 
     if (args.trace is None) == (not args.last):
         print("streamtap: repro takes a TRACE_ID (a prefix is enough) or --last [--failed]; "
               "`streamtap ls --failed` lists the failures", file=sys.stderr)
         return 2
-    try:
-        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
-                                       last=args.last, failed=args.failed)
-    except ReproError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
+                                   last=args.last, failed=args.failed)
     print(folder)
     where = (f"frame {manifest['frame_index']} of {manifest['frames']}, byte "
              f"{manifest['byte_offset']}, phase {manifest['phase'] or '-'}")

@@ -41,12 +41,8 @@ FORMATS: dict[str, Callable[[list[Record], Path], None]] = {"har": write_har}
 
 def export(fmt: str, trace_dir: str | Path, out: str | Path, *, session: str | None = None,
            failed: bool = False, since: str | None = None) -> int:
-    try:
-        listing, cutoff = read_index_since(Path(trace_dir), session, since)
-        lines = select(listing, failed=failed, since=cutoff)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    listing, cutoff = read_index_since(Path(trace_dir), session, since)
+    lines = select(listing, failed=failed, since=cutoff)
     records: list[Record] = []
     for line in reversed(lines):  # oldest first, as a browser lists requests
         try:

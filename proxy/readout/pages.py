@@ -14,8 +14,7 @@ from streamtap.diagnostics.views.model import TraceView, build_view
 from streamtap.diagnostics.views.probe import RESULT_FILE as PROBE_RESULT_FILE, report_section
 from streamtap.proxy.readout.tracedir import TraceError, read_record, session_dirs
 from streamtap.proxy.readout.traces import (Listing, find_trace, public, read_index,
-                                            read_index_since, record_path, says_trace_errors,
-                                            select)
+                                            read_index_since, record_path, select)
 
 PAGE_TRACES = 50  # traces the live page opens with; older ones are a `streamtap report` away
 
@@ -71,7 +70,6 @@ def trace_fragment(trace_dir: Path, trace_id: str) -> str | None:
         return None
 
 
-@says_trace_errors
 def report(trace_dir: str | Path, out: str | Path, *, session: str | None = None,
            failed: bool = False, since: str | None = None, last: int | None = None) -> int:
     """`streamtap report`: the page's views as one self-contained file."""

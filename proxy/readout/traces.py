@@ -8,9 +8,7 @@ and counted, never fatal: a trace directory is often written while it is read.
 
 from __future__ import annotations
 
-import functools
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,18 +21,6 @@ from streamtap.proxy.readout.tracedir import TraceError, read_record, session_di
 
 T = TypeVar("T")
 NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are only counted
-
-
-def says_trace_errors(command: Callable[..., int]) -> Callable[..., int]:
-    """A reading command that prints a TraceError's message and exits 2 instead of a traceback."""
-    @functools.wraps(command)
-    def run(*args, **kwargs) -> int:
-        try:
-            return command(*args, **kwargs)
-        except TraceError as exc:
-            print(f"streamtap: {exc}", file=sys.stderr)
-            return 2
-    return run
 
 
 @dataclass

@@ -52,3 +52,38 @@ def test_the_three_sides():
     # the family adds a base; it never turns a ValueError into something `except ValueError`
     # stops catching, nor makes a RuntimeError one
     assert not issubclass(errors.StreamtapError, (ValueError, RuntimeError))
+
+
+# -- the command line turns any of them into one line and an exit status, in one place ---------
+def test_the_cli_says_a_users_mistake_in_one_line_and_exits_2(tmp_path, capsys):
+    from streamtap.proxy.cli import main
+
+    assert main(["ls", "--trace-dir", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err == (f"streamtap: trace dir {tmp_path / 'nope'} does not exist; "
+                                       "pass --trace-dir DIR, the folder `streamtap serve` "
+                                       "writes to (default ./streamtap-traces)\n")
+    assert main(["stats", "--trace-dir", str(tmp_path), "--since", "soon"]) == 2
+    assert "streamtap: --since 'soon' is neither a duration" in capsys.readouterr().err
+    assert main(["serve", "--port", "1", "--idle-timeout-ms", "-1"]) == 2
+    assert capsys.readouterr().err == ("streamtap: config error at `--idle-timeout-ms`: must be "
+                                       "0 or more, got -1\n")
+    assert main(["probe", "--timeout", "0", "--", "true"]) == 2
+    assert "streamtap: config error at `--timeout`: must be more than 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("error, status, lines", [
+    (errors.UserError("bad flag"), 2, ["streamtap: bad flag"]),
+    (errors.UpstreamError("no answer"), 1, ["streamtap: no answer"]),
+    (errors.StreamtapBug("broke"), 1, ["streamtap: broke", "streamtap: this is a bug in streamtap"]),
+])
+def test_whose_fault_sets_the_exit_status_and_a_bug_asks_for_a_report(error, status, lines,
+                                                                        capsys):
+    import argparse
+
+    from streamtap.proxy.cli import explain
+
+    assert explain(error, argparse.Namespace()) == status
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == len(lines) and all(s.startswith(l) for s, l in zip(said, lines))
+    # a command that has always exited 1 for its errors (fault) keeps its status
+    assert explain(error, argparse.Namespace(error_status=1)) == 1
