@@ -145,6 +145,21 @@ class Config:
     metrics_label_values: int = 100  # distinct values kept per label (model, route...), then `other`
 
 
+def default_of(key: str) -> object:
+    """The default of one option by its dotted key (`port`, `watchdog.idle_timeout_ms`,
+    `export.otlp.batch_size`), read from the dataclasses above: help texts show this, so they
+    cannot drift from the default that applies (tests/unit/test_config_defaults.py)."""
+    value: object = Config()
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def default_proxy_url() -> str:
+    """Where `streamtap serve` listens when told nothing: what `fault` and `tail` talk to."""
+    return f"http://{default_of('host')}:{default_of('port')}"
+
+
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _LOG_FORMATS = ("auto", "console", "json")
 _TOP_KEYS = tuple(f.name for f in fields(Config))

@@ -35,7 +35,7 @@ def add_probe_command(commands) -> None:
                             "recover (default: every request)")
     probe.add_argument("--timeout", type=float, default=30.0, metavar="S",
                        help="seconds a run may take before it is killed and graded HUNG "
-                            "(default 30)")
+                            "(default %(default)g)")
     probe.add_argument("--format", choices=("table", "json", "md"), default="table",
                        help="table for a terminal (default), json (what --expect reads), md")
     probe.add_argument("--expect", metavar="FILE",

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from streamtap.proxy.cli.flags import one_trace_flags, trace_dir_flag, trace_dir_of
+from streamtap.proxy.config import default_of
 
 
 def add_samples_command(commands) -> None:
@@ -90,12 +91,14 @@ def add_replay_command(commands) -> None:
                         help="a *.sample.json file or a `streamtap repro` folder (served to "
                              "its dialect whatever its ending), or a folder of samples (default: "
                              "the starter corpus that ships with streamtap)")
-    replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    # A default is stated once, in `default=`; the help shows it with %(default)s.
+    replay.add_argument("--host", default=default_of("host"),
+                        help="bind address (default %(default)s)")
     replay.add_argument("--port", type=int, default=8788,
-                        help="port (default 8788; 0 picks a free one)")
+                        help="port (default %(default)s; 0 picks a free one)")
     replay.add_argument("--speed", type=float, default=1.0,
                         help="timing factor: 2 plays twice as fast, 0.5 half as fast "
-                             "(default 1.0)")
+                             "(default %(default)s)")
     replay.add_argument("--ending", default="complete", choices=(
         "complete", "terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
         "http_error", "no_response"),
