@@ -19,9 +19,10 @@ from streamtap.diagnostics.faults.rules import (FaultError, FaultRule, check_rou
                                                 rule_from_mapping)
 from streamtap.diagnostics.views.genai_conventions import (LATEST, SEMCONV_OPT_IN_VARIABLE, V1_41,
                                                            vocabulary)
+from streamtap.diagnostics.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A bad option. `key` is the option at fault, as the user wrote it."""
 
     def __init__(self, key: str, message: str):
@@ -142,6 +143,21 @@ class Config:
     # ("" = none). Read-only, but anyone who can reach it reads routes, models and failure counts.
     metrics_listen: str = ""
     metrics_label_values: int = 100  # distinct values kept per label (model, route...), then `other`
+
+
+def default_of(key: str) -> object:
+    """The default of one option by its dotted key (`port`, `watchdog.idle_timeout_ms`,
+    `export.otlp.batch_size`), read from the dataclasses above: help texts show this, so they
+    cannot drift from the default that applies (tests/unit/test_config_defaults.py)."""
+    value: object = Config()
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def default_proxy_url() -> str:
+    """Where `streamtap serve` listens when told nothing: what `fault` and `tail` talk to."""
+    return f"http://{default_of('host')}:{default_of('port')}"
 
 
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

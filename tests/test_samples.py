@@ -17,7 +17,8 @@ import pytest
 from streamtap.diagnostics.samples.matrix import build_matrix, percentile, render_markdown, stream_dialect
 from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
 from streamtap.proxy.cli import main
-from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
+from streamtap.proxy.readout.tracedir import TraceError
+from streamtap.proxy.replay.samplestore import export_samples, load_samples
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session
 from tests.streams import (CANARY_ARG, CANARY_OUTPUT, anthropic_text_stream, chat_text_stream,
@@ -186,7 +187,7 @@ def test_since_keeps_records_started_at_or_after(run, tmp_path):
                           since="1h")
     assert ([path.name for path in hour.written] == [path.name for path in everything.written]
             and hour.filtered == 0)
-    with pytest.raises(ExportError, match=r"neither a duration \(30m, 1h, 2d\) nor an ISO"):
+    with pytest.raises(TraceError, match=r"neither a duration \(30m, 1h, 2d\) nor an ISO"):
         export_samples(run["trace_dir"], tmp_path, since="yesterday")
 
 

@@ -25,7 +25,8 @@ from streamtap.diagnostics.views.stats import Tally, percentile, tally_lines
 from streamtap.diagnostics.views.stats_text import (as_json, client_sees_cells, markdown,
                                                     outcome_cells, rate, text_table, timing_cells)
 from streamtap.diagnostics.views.text import plain
-from streamtap.proxy.readout.traces import load_record, read_index, record_path, select
+from streamtap.proxy.readout.tracedir import read_record
+from streamtap.proxy.readout.traces import read_index, record_path, select
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_chunk, chat_text_stream, responses_event, responses_text_stream, sse
@@ -44,7 +45,7 @@ def test_index_lines_carry_what_stats_reads(tmp_path):
     assert lines.keys() == records.keys()
     for trace_id, line in lines.items():
         record = records[trace_id]
-        view = build_view(load_record(record_path(line)))
+        view = build_view(read_record(record_path(line)))
         silence = view.longest_silence.ms if view.longest_silence else None
         assert line["silence_ms"] == silence, trace_id  # the silence `show` names
         assert line["evidence"] == record["outcome"]["evidence"][0]

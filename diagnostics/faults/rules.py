@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 
 from streamtap.diagnostics.faults.triggers import Trigger, TriggerError, parse_trigger
+from streamtap.diagnostics.errors import UserError
 
 ACTIONS = ("reset", "truncate", "close", "drop_terminal", "stall", "error_chunk", "http_error",
            "delay", "throttle", "hold", "bad_chunk_size")
@@ -33,7 +34,7 @@ FAULT_HEADER = "x-streamtap-fault"
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-class FaultError(ValueError):
+class FaultError(UserError, ValueError):
     """A bad rule. `field` names the key at fault."""
 
     def __init__(self, field: str, message: str):

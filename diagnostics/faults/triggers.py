@@ -15,13 +15,14 @@ from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.base import Dialect, frame_decoder
 from streamtap.diagnostics.decode.sse import DEFAULT_MAX_LINE
 from streamtap.diagnostics.dialects.stream import StreamState
+from streamtap.diagnostics.errors import UserError
 
 BEFORE_BODY = ("request", "headers")
 TRIGGER_HELP = ("request, headers, first_progress, terminal, event:<kind>:<n>, events:<n>, "
                 "bytes:<n>, ms:<n>")
 
 
-class TriggerError(ValueError):
+class TriggerError(UserError, ValueError):
     pass
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from streamtap.diagnostics.probe.catalog import ALL_DIALECTS
 from streamtap.diagnostics.probe.grade import Run
+from streamtap.diagnostics.errors import UserError
 
 
-class BaselineError(ValueError):
+class BaselineError(UserError, ValueError):
     """The client cannot be probed as it is; says why and what to change."""
 
 

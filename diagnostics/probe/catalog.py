@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from streamtap.diagnostics.errors import UserError
 
 OK, RAISED, RECOVERED, SILENT, HUNG = "ok", "raised", "recovered", "SILENT", "HUNG"
 GRADES = (OK, RAISED, RECOVERED, SILENT, HUNG)
@@ -110,7 +111,7 @@ ENDINGS = (  # name, dialects, how it is made (a fault rule), the fake's answer,
 )
 
 
-class CatalogError(ValueError):
+class CatalogError(UserError, ValueError):
     """A name the catalog does not have; says the closest one."""
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from streamtap.diagnostics.probe.catalog import (GRADES, HUNG, OK, RAISED, RECOVERED, SILENT,
                                                  Ending)
+from streamtap.diagnostics.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def skipped(ending: Ending, reason: str) -> Verdict:
     return Verdict(ending.name, None, True, "", skipped=reason)
 
 
-class PinError(ValueError):
+class PinError(UserError, ValueError):
     """An --expect file that cannot be read as pinned grades; says what is wrong."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.schema import INDEX_KEYS
 
 
@@ -36,7 +37,7 @@ _PATTERNS = {**dict.fromkeys(("schema_version", "status", "downstream_status", "
              **dict.fromkeys(("ok", "terminal", "terminal_after_error"), _BOOLEAN)}
 
 
-class NotAnIndexLine(ValueError):
+class NotAnIndexLine(UserError, ValueError):
     """A line of index.jsonl that no streamtap wrote, or only half of one; says which."""
 
 

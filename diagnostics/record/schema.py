@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.types import Frame, Timeline, TraceRecord
 from streamtap.diagnostics.verdict.outward import client_fields
 
@@ -37,7 +38,7 @@ _UPGRADES: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
 _ENCODER = msgspec.json.Encoder()
 
 
-class RecordVersionError(ValueError):
+class RecordVersionError(UserError, ValueError):
     """A record this streamtap cannot read."""
 
 

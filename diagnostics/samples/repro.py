@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from msgspec import to_builtins
 
 from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample)
@@ -25,7 +26,7 @@ SAMPLE_NAME = "repro.sample.json"  # replay names a sample by its file: a reques
 VERDICT_FIELDS = ("ok", "boundary", "phase", "confidence", "evidence", "retryable")
 
 
-class ReproError(ValueError):
+class ReproError(UserError, ValueError):
     """A trace that cannot become a repro, or a folder that is not one; says what to do."""
 
 

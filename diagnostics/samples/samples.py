@@ -14,6 +14,7 @@ import json
 from msgspec import to_builtins
 
 from streamtap.diagnostics.dialects import dialect_for_path
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.types import StreamError, TraceRecord, stated
 
 SAMPLE_SCHEMA_VERSION = 1
@@ -32,7 +33,7 @@ REQUEST_FIELDS = ("method", "path", "model", "stream", "message_count", "tool_co
 _WIRE_HEADERS = ("content-encoding", "content-length")
 
 
-class SampleError(ValueError):
+class SampleError(UserError, ValueError):
     pass
 
 

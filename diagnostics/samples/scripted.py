@@ -15,6 +15,7 @@ import json
 
 from streamtap.diagnostics.faults.triggers import FrameScanner, TriggerError, parse_trigger
 from streamtap.diagnostics.dialects import choose_dialect
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.samples.rebuild import FILLER, rebuild
 from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION
 from streamtap.diagnostics.samples.scripted_dialects import (MIN_ARGUMENT_PIECES, STREAMS,
@@ -31,7 +32,7 @@ DEFAULT_MODEL = "streamtap-fake"
 _STREAM_TYPES = {"ollama-ndjson": "application/x-ndjson"}
 
 
-class ScriptError(ValueError):
+class ScriptError(UserError, ValueError):
     """A script that cannot become a stream; says what to change."""
 
 

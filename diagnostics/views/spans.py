@@ -14,11 +14,12 @@ from urllib.parse import urlsplit
 
 from streamtap.diagnostics.record.types import Outcome, TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
+from streamtap.diagnostics.errors import UserError
 
 AttributeValue = str | bool | int | float | tuple[str, ...]
 
 
-class SpanError(ValueError):
+class SpanError(UserError, ValueError):
     """A record that cannot become a span (it lacks a start time or a trace id)."""
 
 

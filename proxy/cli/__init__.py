@@ -1,6 +1,7 @@
 """Command-line parsing only: each command turns its flags into plain values and calls a function.
 
-One module per family of commands; this one builds the parser and runs the command."""
+One module per family of commands; this one builds the parser, runs the command, and turns any
+error streamtap raises on purpose (a StreamtapError) into one line and an exit status."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import sys
 
 from streamtap import __version__
+from streamtap.diagnostics.errors import STREAMTAP, UPSTREAM, USER, StreamtapError
 from streamtap.proxy.cli.reading import (add_demo_command, add_export_command, add_ls_command,
                                           add_report_command, add_show_command,
                                           add_stats_command, add_tail_command)
@@ -21,6 +23,11 @@ from streamtap.proxy.cli.workbench import (add_replay_command, add_repro_command
 __all__ = ["build_parser", "config_from_args", "main", "unknown_option"]
 
 _NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?")
+# Exit status by whose fault an error is: 2 is the usage error (what the user gave is wrong),
+# 1 a failure somewhere else. A command can set its own with `set_defaults(error_status=N)`.
+EXIT_STATUS = {USER: 2, UPSTREAM: 1, STREAMTAP: 1}
+BUG_HINT = ("this is a bug in streamtap, not in what you gave it: please report it with the "
+            "command you ran and `streamtap --version`")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,5 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.func(args)
+    except StreamtapError as exc:
+        return explain(exc, args)
     except KeyboardInterrupt:
         return 130
+
+
+def explain(error: StreamtapError, args: argparse.Namespace) -> int:
+    """Print a StreamtapError as one line (its message says what to do) and return the exit
+    status: the command's own `error_status`, else the one for whose fault it is."""
+    print(f"streamtap: {error}", file=sys.stderr)
+    if error.fault == STREAMTAP:
+        print(f"streamtap: {BUG_HINT}", file=sys.stderr)
+    return getattr(args, "error_status", None) or EXIT_STATUS[error.fault]

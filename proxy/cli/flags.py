@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from streamtap.proxy.config import Config
+from streamtap.proxy.config import Config, default_of
 
 
 def trace_dir_flag(parser) -> None:
-    parser.add_argument("--trace-dir", metavar="DIR",
-                        help="where streamtap serve wrote records (default ./streamtap-traces)")
+    parser.add_argument("--trace-dir", metavar="DIR", help="where streamtap serve wrote records "
+                                                           f"(default {default_of('trace_dir')})")
 
 
 def one_trace_flags(parser) -> None:

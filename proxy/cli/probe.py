@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from streamtap.diagnostics.probe.catalog import ALL_DIALECTS
 from streamtap.proxy.cli.flags import trace_dir_flag, trace_dir_of
+from streamtap.proxy.config import ConfigError
 
 
 def add_probe_command(commands) -> None:
@@ -35,7 +35,7 @@ def add_probe_command(commands) -> None:
                             "recover (default: every request)")
     probe.add_argument("--timeout", type=float, default=30.0, metavar="S",
                        help="seconds a run may take before it is killed and graded HUNG "
-                            "(default 30)")
+                            "(default %(default)g)")
     probe.add_argument("--format", choices=("table", "json", "md"), default="table",
                        help="table for a terminal (default), json (what --expect reads), md")
     probe.add_argument("--expect", metavar="FILE",
@@ -69,36 +69,32 @@ def _pins(path: str | None) -> dict:
         with open(path) as handle:
             return pinned_grades(json.load(handle))
     except OSError as exc:
-        raise ValueError(f"--expect {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"--expect {path}: {exc}") from None
+        raise ConfigError("--expect", f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, or a PinError
+        raise ConfigError("--expect", f"{path}: {exc}") from None
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from streamtap.diagnostics.probe.catalog import Catalog, CatalogError
+    from streamtap.diagnostics.probe.catalog import Catalog
     from streamtap.diagnostics.views.probe import markdown, text_table
     from streamtap.proxy.probe.repros import repro_rows
-    from streamtap.proxy.probe.run import ProbeError, ProbeOptions, Probe
+    from streamtap.proxy.probe.run import ProbeOptions, Probe
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    try:
-        catalog, dialect = Catalog(), args.dialect
-        if args.from_dirs:
-            catalog, dialect = repro_rows(args.from_dirs, args.dialect)
-        catalog = catalog.pick(args.endings.split(",") if args.endings else None)
-        if args.list:
-            print("\n".join(_catalog_lines(catalog)))
-            return 0
-        if not args.timeout > 0:
-            raise ValueError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
-        options = ProbeOptions(command, catalog, dialect, args.once, args.timeout,
-                               trace_dir_of(args), args.session, _pins(args.expect),
-                               dialect_named_by="" if args.dialect or not args.from_dirs
-                               else "the repro folders")
-        result = Probe(options).run()
-    except (CatalogError, ProbeError, ValueError) as exc:
-        print(f"streamtap probe: {exc}", file=sys.stderr)
-        return 2
+    catalog, dialect = Catalog(), args.dialect
+    if args.from_dirs:
+        catalog, dialect = repro_rows(args.from_dirs, args.dialect)
+    catalog = catalog.pick(args.endings.split(",") if args.endings else None)
+    if args.list:
+        print("\n".join(_catalog_lines(catalog)))
+        return 0
+    if not args.timeout > 0:
+        raise ConfigError("--timeout", f"must be more than 0 seconds, got {args.timeout:g}")
+    options = ProbeOptions(command, catalog, dialect, args.once, args.timeout,
+                           trace_dir_of(args), args.session, _pins(args.expect),
+                           dialect_named_by="" if args.dialect or not args.from_dirs
+                           else "the repro folders")
+    result = Probe(options).run()
     if args.format == "json":
         print(json.dumps(result.as_dict(), indent=2))
     else:

@@ -7,6 +7,7 @@ import sys
 
 from streamtap.proxy.cli.flags import (one_trace_flags, session_and_since_flags, trace_dir_flag,
                                        trace_dir_of, trace_filter_flags)
+from streamtap.proxy.config import default_of, default_proxy_url
 
 
 def add_ls_command(commands) -> None:
@@ -81,8 +82,8 @@ def add_tail_command(commands) -> None:
     tail = commands.add_parser("tail", help="follow a running proxy: one row per finished request",
                                description="Print one row per request as it finishes, from the "
                                            "proxy's /_streamtap/events stream. Ctrl-C stops.")
-    tail.add_argument("--proxy", default="http://127.0.0.1:8787",
-                      help="the streamtap to follow (default http://127.0.0.1:8787)")
+    tail.add_argument("--proxy", default=default_proxy_url(),
+                      help="the streamtap to follow (default %(default)s)")
     tail.add_argument("--failed", action="store_true", help="only requests that did not end well")
     tail.set_defaults(func=cmd_tail)
 
@@ -155,7 +156,7 @@ def add_demo_command(commands) -> None:
                       help="keep running afterwards and print the live page's URL")
     demo.add_argument("--trace-dir", metavar="DIR",
                       help="where the records go, in session `demo` (default "
-                           "./streamtap-traces, where serve writes)")
+                           f"{default_of('trace_dir')}, where serve writes)")
     demo.add_argument("--port", type=int, default=0,
                       help="the proxy's port (default 0: a free one)")
     demo.set_defaults(func=cmd_demo)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import replace
 
 from streamtap.diagnostics.faults.triggers import TRIGGER_HELP
 from streamtap.diagnostics.dialects.events import EVENT_KINDS
-from streamtap.proxy.config import (Config, ConfigError, Export, check_url, load_file,
-                                    otlp_from_env, parse_route_flag, validate,
-                                    check_layers)
+from streamtap.proxy.config import (Config, ConfigError, Export, check_url, default_of,
+                                    default_proxy_url, load_file, otlp_from_env,
+                                    parse_route_flag, validate, check_layers)
 from streamtap.diagnostics.faults.rules import ACTIONS
 
 
@@ -31,17 +30,21 @@ def add_serve_command(commands) -> None:
                                 description="Run the recording reverse proxy. Flags override "
                                             "the config file, which overrides the defaults.")
     serve.add_argument("--config", metavar="FILE", help="TOML config (see config.example.toml)")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8787; 0 picks a free one)")
+    # Each default shown is read from the config's one source (proxy/config.py), never restated.
+    serve.add_argument("--host", help=f"bind address (default {default_of('host')})")
+    serve.add_argument("--port", type=int, help=f"port (default {default_of('port')}; 0 picks a "
+                                                "free one)")
     serve.add_argument("--trace-dir", metavar="DIR", help="where records go "
-                                                         "(default ./streamtap-traces)")
+                                                         f"(default {default_of('trace_dir')})")
     serve.add_argument("--route", action="append", default=[], metavar="NAME=URL",
                        help="add or replace a route: /NAME/... is forwarded to URL/... "
                             "(repeatable)")
-    serve.add_argument("--session", metavar="ID", help="session id for requests that name none")
+    serve.add_argument("--session", metavar="ID", help="session id for requests that name none "
+                                                       f"(default \"{default_of('session')}\")")
     serve.add_argument("--log-format", choices=("auto", "console", "json"),
-                       help="one log line per request: console lines, JSON lines, or auto "
-                            "(console on a terminal, JSON otherwise; the default)")
+                       help="one log line per request: console lines, JSON lines, or auto: "
+                            "console on a terminal, JSON otherwise (default "
+                            f"{default_of('log_format')})")
     serve.add_argument("--capture-bodies", action="store_true", default=None,
                        help="also write raw request/response bodies next to each record "
                             "(local debugging only: they hold prompts and outputs)")
@@ -52,12 +55,14 @@ def add_serve_command(commands) -> None:
                        help="when an upstream resets the connection before any response byte, "
                             "answer 502 instead of resetting the client's connection too")
     serve.add_argument("--connect-timeout-ms", type=int, metavar="MS",
-                       help="give up connecting to an upstream after MS (default 30000; 0 = "
-                            "wait forever)")
+                       help="give up connecting to an upstream after MS (default "
+                            f"{default_of('watchdog.connect_timeout_ms')}; 0 = wait forever)")
     serve.add_argument("--idle-timeout-ms", type=int, metavar="MS",
-                       help="abort a stream after MS without a byte (0 = off)")
+                       help="abort a stream after MS without a byte (default "
+                            f"{default_of('watchdog.idle_timeout_ms')}; 0 = off)")
     serve.add_argument("--progress-timeout-ms", type=int, metavar="MS",
-                       help="abort a stream after MS without model progress (0 = off)")
+                       help="abort a stream after MS without model progress (default "
+                            f"{default_of('watchdog.progress_timeout_ms')}; 0 = off)")
     serve.add_argument("--ready-json", action="store_true",
                        help="when listening, print one JSON line {\"url\": ..., \"port\": ...} "
                             "on stdout (the banner goes to stderr): for test runners, with "
@@ -106,12 +111,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def cmd_serve(args: argparse.Namespace) -> int:
     from streamtap.proxy.serve.run import run
 
-    try:
-        config = config_from_args(args)
-    except ConfigError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
-    return run(config, ready_json=args.ready_json)
+    return run(config_from_args(args), ready_json=args.ready_json)
 
 
 def add_fault_command(commands) -> None:
@@ -121,15 +121,16 @@ def add_fault_command(commands) -> None:
                                             "`streamtap serve`, through its control API.")
     actions = fault.add_subparsers(dest="fault_command", metavar="ACTION", title="actions")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--proxy", default="http://127.0.0.1:8787",
-                        help="the streamtap to talk to (default http://127.0.0.1:8787)")
+    common.add_argument("--proxy", default=default_proxy_url(),
+                        help="the streamtap to talk to (default %(default)s)")
     _fault_add_parser(actions, common)
     actions.add_parser("list", parents=[common], help="list rules: how often each fired, how "
                                                       "many fires remain, whether it is spent")
     remove = actions.add_parser("remove", parents=[common], help="remove one rule")
     remove.add_argument("name", help="the rule's name, as `fault list` shows it")
     actions.add_parser("clear", parents=[common], help="remove every rule, config rules too")
-    fault.set_defaults(func=cmd_fault, help_of=fault)
+    # A rule refused (by the flags' check or by the proxy) exits 1, as it always has.
+    fault.set_defaults(func=cmd_fault, help_of=fault, error_status=1)
 
 
 def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
@@ -168,26 +169,20 @@ def _fault_add_parser(actions, common: argparse.ArgumentParser) -> None:
 def cmd_fault(args: argparse.Namespace) -> int:
     import json
 
-    from streamtap.proxy.faults.client import ControlError, call, rule_from_flags
-    from streamtap.diagnostics.faults.rules import FaultError
+    from streamtap.proxy.faults.client import call, rule_from_flags
 
     if args.fault_command is None:
         args.help_of.print_help()
         return 2
-    try:
-        if args.fault_command == "add":
-            rule = rule_from_flags(args.name, args.action, args.at, args.times,
-                                   args.probability, args.seed, args.match, args.set)
-            result = call(args.proxy, "POST", "faults?replace=1" if args.replace else "faults",
-                          rule)
-        elif args.fault_command == "list":
-            result = call(args.proxy, "GET", "faults")
-        elif args.fault_command == "remove":
-            result = call(args.proxy, "DELETE", f"faults/{args.name}")
-        else:
-            result = call(args.proxy, "DELETE", "faults")
-    except (ControlError, FaultError) as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 1
+    if args.fault_command == "add":
+        rule = rule_from_flags(args.name, args.action, args.at, args.times,
+                               args.probability, args.seed, args.match, args.set)
+        result = call(args.proxy, "POST", "faults?replace=1" if args.replace else "faults", rule)
+    elif args.fault_command == "list":
+        result = call(args.proxy, "GET", "faults")
+    elif args.fault_command == "remove":
+        result = call(args.proxy, "DELETE", f"faults/{args.name}")
+    else:
+        result = call(args.proxy, "DELETE", "faults")
     print(json.dumps(result, indent=2))
     return 0

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from streamtap.proxy.cli.flags import one_trace_flags, trace_dir_flag, trace_dir_of
+from streamtap.proxy.config import default_of
 
 
 def add_samples_command(commands) -> None:
@@ -43,26 +44,22 @@ def cmd_samples(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
     from streamtap.diagnostics.samples.matrix_table import render_table
 
-    from streamtap.proxy.replay.samplestore import ExportError, export_samples, load_samples
+    from streamtap.proxy.replay.samplestore import export_samples, load_samples
 
     if args.samples_command is None:
         args.help_of.print_help()
         return 2
-    try:
-        if args.samples_command == "export":
-            summary = export_samples(trace_dir_of(args), args.out,
-                                     session=args.session, since=args.since,
-                                     include_injected=args.include_injected)
-            for path, why in summary.unreadable:
-                print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
-            for path in summary.written:
-                print(path)
-            print("; ".join(summary.lines()), file=sys.stderr)
-            return 0
-        samples, skipped = load_samples(args.dirs)
-    except ExportError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    if args.samples_command == "export":
+        summary = export_samples(trace_dir_of(args), args.out,
+                                 session=args.session, since=args.since,
+                                 include_injected=args.include_injected)
+        for path, why in summary.unreadable:
+            print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
+        for path in summary.written:
+            print(path)
+        print("; ".join(summary.lines()), file=sys.stderr)
+        return 0
+    samples, skipped = load_samples(args.dirs)
     for path, why in skipped:
         print(f"streamtap: skipped {path}: {why}", file=sys.stderr)
     if not samples:
@@ -94,12 +91,14 @@ def add_replay_command(commands) -> None:
                         help="a *.sample.json file or a `streamtap repro` folder (served to "
                              "its dialect whatever its ending), or a folder of samples (default: "
                              "the starter corpus that ships with streamtap)")
-    replay.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    # A default is stated once, in `default=`; the help shows it with %(default)s.
+    replay.add_argument("--host", default=default_of("host"),
+                        help="bind address (default %(default)s)")
     replay.add_argument("--port", type=int, default=8788,
-                        help="port (default 8788; 0 picks a free one)")
+                        help="port (default %(default)s; 0 picks a free one)")
     replay.add_argument("--speed", type=float, default=1.0,
                         help="timing factor: 2 plays twice as fast, 0.5 half as fast "
-                             "(default 1.0)")
+                             "(default %(default)s)")
     replay.add_argument("--ending", default="complete", choices=(
         "complete", "terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
         "http_error", "no_response"),
@@ -138,19 +137,14 @@ def add_repro_command(commands) -> None:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from streamtap.diagnostics.samples.repro import ReproError
     from streamtap.proxy.replay.repro import kit_file_names, write_repro
 
     if (args.trace is None) == (not args.last):
         print("streamtap: repro takes a TRACE_ID (a prefix is enough) or --last [--failed]; "
               "`streamtap ls --failed` lists the failures", file=sys.stderr)
         return 2
-    try:
-        folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
-                                       last=args.last, failed=args.failed)
-    except ReproError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    folder, manifest = write_repro(trace_dir_of(args), args.trace, args.out,
+                                   last=args.last, failed=args.failed)
     print(folder)
     where = (f"frame {manifest['frame_index']} of {manifest['frames']}, byte "
              f"{manifest['byte_offset']}, phase {manifest['phase'] or '-'}")

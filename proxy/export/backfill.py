@@ -15,10 +15,10 @@ from pathlib import Path
 
 from streamtap.proxy.config import (Config, ConfigError, check_url, load_file, otlp_from_env,
                                     Export)
-from streamtap.proxy.export.otlp import ExportUnavailable, OtlpExporter
+from streamtap.proxy.export.otlp import OtlpExporter
 from streamtap.proxy.logs import configure_logging
-from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
-                                                  since_time, started_since)
+from streamtap.proxy.readout.tracedir import (parse_since, read_records, record_files,
+                                              started_since)
 
 
 def add_otlp_export(parser: argparse.ArgumentParser) -> None:
@@ -43,27 +43,20 @@ def otlp_settings(args: argparse.Namespace, environ=os.environ) -> Config:
 
 
 def run_otlp_export(args: argparse.Namespace) -> int:
-    """Send every record under --trace-dir (filtered by --session, --since) as a span."""
-    try:
-        config = otlp_settings(args)
-        if not config.export.otlp.url:
-            raise ConfigError("--otlp-endpoint", "no OTLP endpoint: pass --otlp-endpoint URL "
-                                                 "(e.g. http://127.0.0.1:6006 for Phoenix), set "
-                                                 "[export.otlp] endpoint, or "
-                                                 "OTEL_EXPORTER_OTLP_ENDPOINT")
-        since = since_time(args.since) if getattr(args, "since", None) else None
-        files = record_files(Path(args.trace_dir or Config().trace_dir),
-                             getattr(args, "session", None))
-    except (ConfigError, ExportError) as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    """Send every record under --trace-dir (filtered by --session, --since) as a span. A bad
+    flag, config or trace dir raises (a StreamtapError: the command line says it and exits 2)."""
+    config = otlp_settings(args)
+    if not config.export.otlp.url:
+        raise ConfigError("--otlp-endpoint", "no OTLP endpoint: pass --otlp-endpoint URL "
+                                             "(e.g. http://127.0.0.1:6006 for Phoenix), set "
+                                             "[export.otlp] endpoint, or "
+                                             "OTEL_EXPORTER_OTLP_ENDPOINT")
+    since = parse_since(args.since) if getattr(args, "since", None) else None
+    files = record_files(Path(args.trace_dir or Config().trace_dir),
+                         getattr(args, "session", None))
     log = configure_logging("auto")
-    try:
-        exporter = OtlpExporter(config.export.otlp, log,
-                                {name: route.url for name, route in config.routes.items()})
-    except ExportUnavailable as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    exporter = OtlpExporter(config.export.otlp, log,
+                            {name: route.url for name, route in config.routes.items()})
     timeout = config.export.otlp.timeout_ms / 1000 * 2 + 1
     offered = skipped = older = 0
     for path, record, why in read_records(files):

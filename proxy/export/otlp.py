@@ -20,13 +20,14 @@ from streamtap import __version__
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import SpanData, SpanError, record_to_span
 from streamtap.proxy.config import OtlpExport
+from streamtap.diagnostics.errors import UserError
 
 INSTALL_HINT = ("OTLP export needs the OpenTelemetry SDK: pip install 'streamtap[otel]' "
                 "(or remove the OTLP endpoint from flags, config and OTEL_* variables)")
 _STOP = object()
 
 
-class ExportUnavailable(RuntimeError):
+class ExportUnavailable(UserError, RuntimeError):
     """The `otel` extra is not installed."""
 
 

@@ -7,11 +7,12 @@ import urllib.error
 import urllib.request
 
 from streamtap.diagnostics.faults.rules import FaultError
+from streamtap.diagnostics.errors import UpstreamError
 
 DEFAULT_PROXY = "http://127.0.0.1:8787"
 
 
-class ControlError(RuntimeError):
+class ControlError(UpstreamError, RuntimeError):
     pass
 
 

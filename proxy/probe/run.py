@@ -23,12 +23,13 @@ from streamtap.diagnostics.views.probe import RESULT_FILE, ProbeResult
 from streamtap.proxy.testing.probe_cases import (base_url, first_request, new_records, observe,
                                          spoken_dialect)
 from streamtap.proxy.testing.fixture import FAKE_KEYS, StreamtapFixture
+from streamtap.diagnostics.errors import UserError
 
 DEFAULT_TIMEOUT_S = 30.0
 STDERR_TAIL = 64 * 1024  # the end of the client's stderr is where its last error is
 
 
-class ProbeError(RuntimeError):
+class ProbeError(UserError, RuntimeError):
     """The probe cannot grade this client; says why and what to change."""
 
 

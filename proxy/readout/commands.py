@@ -12,12 +12,11 @@ from streamtap.diagnostics.views import text
 from streamtap.diagnostics.views.model import build_view
 from streamtap.proxy.readout.console import emit
 from streamtap.proxy.readout.traces import (find_trace, public, read_index, read_index_since,
-                                            says_trace_errors, select)
+                                            select)
 
 TABLE_ROWS = 50  # a table longer than a screen or two is read with --last or --format json
 
 
-@says_trace_errors
 def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = False,
        since: str | None = None, last: int | None = None, fmt: str = "table",
        out: TextIO | None = None, now: datetime | None = None) -> int:
@@ -45,7 +44,6 @@ def ls(trace_dir: str | Path, *, session: str | None = None, failed: bool = Fals
     return 0
 
 
-@says_trace_errors
 def show(trace_dir: str | Path, ref: str | None, *, last: bool = False, failed: bool = False,
          out: TextIO | None = None) -> int:
     record = find_trace(Path(trace_dir), ref, last=last, failed=failed)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 
 from streamtap import __version__
 from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.views.har import har_log
-from streamtap.proxy.readout.traces import (TraceError, load_record, read_index, record_path,
-                                            select, since_cutoff)
+from streamtap.proxy.readout.tracedir import TraceError, read_record
+from streamtap.proxy.readout.traces import read_index_since, record_path, select
 
 Record = tuple[TraceRecord, Path]  # a record and the file it was read from
 
@@ -43,17 +42,13 @@ FORMATS: dict[str, Callable[[list[Record], Path], None]] = {"har": write_har}
 
 def export(fmt: str, trace_dir: str | Path, out: str | Path, *, session: str | None = None,
            failed: bool = False, since: str | None = None) -> int:
-    try:
-        cutoff = since_cutoff(since, datetime.now(timezone.utc)) if since else None
-        lines = select(read_index(Path(trace_dir), session), failed=failed, since=cutoff)
-    except TraceError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 2
+    listing, cutoff = read_index_since(Path(trace_dir), session, since)
+    lines = select(listing, failed=failed, since=cutoff)
     records: list[Record] = []
     for line in reversed(lines):  # oldest first, as a browser lists requests
         try:
             path = record_path(line)
-            records.append((load_record(path), path))
+            records.append((read_record(path), path))
         except TraceError as exc:
             print(f"streamtap: skipped: {exc}", file=sys.stderr)
     FORMATS[fmt](records, Path(out))

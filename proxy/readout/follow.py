@@ -13,10 +13,11 @@ from streamtap.diagnostics.decode.sse import SseDecoder
 from streamtap.diagnostics.verdict.client_sees import listed_as_failed
 from streamtap.diagnostics.views.text import tail_row
 from streamtap.proxy.readout.console import emit
+from streamtap.diagnostics.errors import UpstreamError
 
 
-class FollowError(RuntimeError):
-    pass
+class FollowError(UpstreamError, RuntimeError):
+    """The proxy to follow cannot be reached, refuses, or went silent; says what to check."""
 
 
 def summaries(proxy: str):
@@ -52,14 +53,12 @@ def summaries(proxy: str):
 
 
 def tail(proxy: str, *, failed: bool = False, out: TextIO | None = None) -> int:
+    """Print a row per finished request until the proxy stops; FollowError (the command line
+    says it and exits 1) when it cannot be reached or goes silent."""
     out = out or sys.stdout
-    try:
-        for summary in summaries(proxy):
-            if failed and not listed_as_failed(summary):
-                continue
-            emit([tail_row(summary)], out)
-    except FollowError as exc:
-        print(f"streamtap: {exc}", file=sys.stderr)
-        return 1
+    for summary in summaries(proxy):
+        if failed and not listed_as_failed(summary):
+            continue
+        emit([tail_row(summary)], out)
     print(f"streamtap: {proxy} closed the event stream (it stopped)", file=sys.stderr)
     return 0

@@ -12,9 +12,9 @@ from pathlib import Path
 from streamtap.diagnostics.views.html import render_page, render_trace
 from streamtap.diagnostics.views.model import TraceView, build_view
 from streamtap.diagnostics.views.probe import RESULT_FILE as PROBE_RESULT_FILE, report_section
-from streamtap.proxy.readout.traces import (Listing, TraceError, find_trace, load_record,
-                                            public, read_index, read_index_since, record_path,
-                                            says_trace_errors, select, session_dirs)
+from streamtap.proxy.readout.tracedir import TraceError, read_record, session_dirs
+from streamtap.proxy.readout.traces import (Listing, find_trace, public, read_index,
+                                            read_index_since, record_path, select)
 
 PAGE_TRACES = 50  # traces the live page opens with; older ones are a `streamtap report` away
 
@@ -25,7 +25,7 @@ def _views(lines: list[dict]) -> tuple[list[dict], list[TraceView]]:
     kept, views = [], []
     for line in lines:
         try:
-            views.append(build_view(load_record(record_path(line))))
+            views.append(build_view(read_record(record_path(line))))
         except (TraceError, KeyError, ValueError):
             continue
         kept.append(public(line))
@@ -70,7 +70,6 @@ def trace_fragment(trace_dir: Path, trace_id: str) -> str | None:
         return None
 
 
-@says_trace_errors
 def report(trace_dir: str | Path, out: str | Path, *, session: str | None = None,
            failed: bool = False, since: str | None = None, last: int | None = None) -> int:
     """`streamtap report`: the page's views as one self-contained file."""

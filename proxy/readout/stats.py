@@ -16,8 +16,7 @@ from typing import TextIO
 from streamtap.diagnostics.views import stats_text
 from streamtap.diagnostics.views.stats import StatsTable, Tally
 from streamtap.proxy.readout.console import emit
-from streamtap.proxy.readout.traces import (Listing, read_index_since, read_lines,
-                                            says_trace_errors)
+from streamtap.proxy.readout.traces import Listing, read_index_since, read_lines
 
 
 def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> StatsTable:
@@ -30,7 +29,6 @@ def tally_listing(listing: Listing, by: str, cutoff: str | None = None) -> Stats
     return tally.table()
 
 
-@says_trace_errors
 def stats(trace_dir: str | Path, *, by: str = "route", session: str | None = None,
           since: str | None = None, fmt: str = "table", out: TextIO | None = None,
           now: datetime | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Reading a trace directory back: index lines for listing, records for showing.
+"""Reading a trace directory's index back: index lines for listing, and the one record a
+listing or a trace id names (folders, record files and records come from tracedir.py).
 
 Listing reads only `index.jsonl` files (one per session folder), never the records, so `ls`
 stays fast over a hundred thousand requests. A broken line or an unreadable folder is skipped
@@ -7,41 +8,20 @@ and counted, never fatal: a trace directory is often written while it is read.
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
-from streamtap.diagnostics.record.schema import RecordVersionError, record_from_dict
 from streamtap.diagnostics.record.types import TraceRecord
 from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
+from streamtap.proxy.readout.tracedir import TraceError, read_record, session_dirs, since_cutoff
 
-_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 T = TypeVar("T")
 NAMED_BAD_LINES = 20  # unreadable index lines named (file:line); the rest are only counted
-
-
-class TraceError(ValueError):
-    """A trace that cannot be found or read; the message says what to do."""
-
-
-def says_trace_errors(command: Callable[..., int]) -> Callable[..., int]:
-    """A reading command that prints a TraceError's message and exits 2 instead of a traceback."""
-    @functools.wraps(command)
-    def run(*args, **kwargs) -> int:
-        try:
-            return command(*args, **kwargs)
-        except TraceError as exc:
-            print(f"streamtap: {exc}", file=sys.stderr)
-            return 2
-    return run
 
 
 @dataclass
@@ -73,36 +53,6 @@ _STARTED = re.compile(rb'"started_at":\s*"([^"]*)"')
 _OK = b'"ok":true'
 # An ok line whose client was not told (silent truncation behind a 200) is still listed as failed.
 _QUIET = re.compile(rb'"client_sees":"(?:' + b"|".join(q.encode() for q in QUIET_FAILURES) + rb')"')
-
-
-def since_cutoff(text: str, now: datetime) -> str:
-    """`1h`, `30m`, `2d`, or an ISO time -> the ISO UTC string index times are compared with."""
-    match = _RELATIVE.fullmatch(text.strip())
-    if match:
-        moment = now - timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-    else:
-        try:
-            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise TraceError(f"--since {text!r} is neither a duration (30m, 1h, 2d) nor an ISO "
-                             "time (2026-11-25T12:00:00Z)") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def session_dirs(trace_dir: Path, session: str | None = None) -> list[Path]:
-    if not trace_dir.is_dir():
-        raise TraceError(f"no trace directory at {trace_dir}; pass --trace-dir DIR (where "
-                         "`streamtap serve` writes, default ./streamtap-traces)")
-    if session is not None:
-        folder = trace_dir / session
-        if not folder.is_dir():
-            raise TraceError(f"no session `{session}` in {trace_dir}; `streamtap ls` lists "
-                             "the sessions it has")
-        return [folder]
-    return [path for path in trace_dir.iterdir() if path.is_dir()]
 
 
 def read_index(trace_dir: Path, session: str | None = None, newest_first: bool = True) -> Listing:
@@ -189,34 +139,19 @@ def record_path(line: dict) -> Path:
     return matches[-1]
 
 
-def load_record(path: Path) -> TraceRecord:
-    try:
-        record = json.loads(path.read_text())
-    except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError:
-        raise TraceError(f"{path} is not a JSON trace record") from None
-    if not isinstance(record, dict):
-        raise TraceError(f"{path} is not a JSON trace record")
-    try:
-        return record_from_dict(record)
-    except RecordVersionError as exc:
-        raise TraceError(f"{path}: {exc}") from None
-
-
 def find_trace(trace_dir: Path, ref: str | None, *, last: bool = False,
                failed: bool = False) -> TraceRecord:
     """The record named by a file path, a trace id or an unambiguous prefix of one, or (with
     `last`) the newest one (the newest failed one with `failed`)."""
     if ref is not None and (ref.endswith(".json") or "/" in ref):
-        return load_record(Path(ref))
+        return read_record(Path(ref))
     listing = read_index(trace_dir)
     if last or ref is None:
         chosen = select(listing, failed=failed, last=1)
         if not chosen:
             what = "failed trace" if failed else "trace"
             raise TraceError(f"no {what} in {trace_dir}")
-        return load_record(record_path(chosen[0]))
+        return read_record(record_path(chosen[0]))
     ref = ref.lower()
     needle = ref.encode()
     listing.entries = [entry for entry in listing.entries if needle in entry[1]]
@@ -228,7 +163,7 @@ def find_trace(trace_dir: Path, ref: str | None, *, last: bool = False,
     if len(ids) > 1:
         raise TraceError(f"`{ref}` matches {len(ids)} traces ({', '.join(ids[:5])}"
                          f"{', ...' if len(ids) > 5 else ''}); give more characters")
-    return load_record(record_path(matches[0]))
+    return read_record(record_path(matches[0]))
 
 
 def public(line: dict) -> dict:

@@ -12,11 +12,12 @@ from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
 from streamtap.diagnostics.samples.repro import ReproError
 from streamtap.diagnostics.samples.samples import SampleError, check_sample
 from streamtap.proxy.replay.repro import is_repro_dir, load_repro
+from streamtap.diagnostics.errors import UserError
 
 SUFFIX = ".sample.json"
 
 
-class ReplayError(Exception):
+class ReplayError(UserError):
     """A sample replay cannot serve, with the file it came from and what to do."""
 
 

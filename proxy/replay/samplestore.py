@@ -1,7 +1,8 @@
 """Sample files: export trace records as samples into a folder, and load samples back.
 
-Reading a trace directory never stops at one bad file: a file that is not a record (broken JSON,
-another tool's file, a record from a newer streamtap) is reported with what to do and skipped.
+Records are read by proxy/readout/tracedir.py, which never stops at one bad file: a file that is
+not a record (broken JSON, another tool's file, a record from a newer streamtap) is reported with
+what to do and skipped.
 Samples of the same structure and ending are written once (the one with the median timing), also
 across runs: see diagnostics/samples/dedupe.py.
 """
@@ -14,16 +15,21 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import record_from_dict
-from streamtap.proxy.readout.record_files import (ExportError, read_records, record_files,
-                                                  since_time, started_since)
+from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
 from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample, sample_digest,
                                                    sample_stem)
+from streamtap.proxy.readout.tracedir import (parse_since, read_record, read_records,
+                                              record_files, started_since)
 
 SUFFIX = ".sample.json"
 _NUMBERED = re.compile(r"(?P<stem>.+)__(?P<n>\d+)\.sample\.json")
+
+
+class ExportError(UserError, ValueError):
+    """Samples cannot be written to OUT, or a path named as samples holds none; says what to
+    do. (A trace dir, session or --since that cannot be read is a TraceError.)"""
 
 
 @dataclass
@@ -101,7 +107,7 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
     key, timing and path; the second rebuilds the one sample per structure with the median
     timing and writes it."""
     trace_dir, out = Path(trace_dir), Path(out)
-    since_at = since_time(since) if since else None
+    since_at = parse_since(since) if since else None
     files = record_files(trace_dir, session)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +143,7 @@ def export_samples(trace_dir: str | os.PathLike, out: str | os.PathLike, *,
             continue
         summary.duplicates += len(members) - 1
         _, path = members[median_index([timing for timing, _ in members])]
-        sample = build_sample(record_from_dict(json.loads(path.read_bytes())))
+        sample = build_sample(read_record(path))
         sample["also_seen"] = len(members) - 1  # records of the same structure not written
         sample["digest"] = sample_digest(sample)
         try:

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
 
+from streamtap.diagnostics.errors import UserError
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -30,7 +32,7 @@ MAX_CONTROL_BODY = 1024 * 1024  # a fault list is a few kB
 MAX_JSON_DEPTH = 32  # deeper than any rule needs; json.loads would recurse until RecursionError
 
 
-class ControlRequestError(Exception):
+class ControlRequestError(UserError):
     """A control request streamtap refuses: the status, and a message saying what to do."""
 
     def __init__(self, status: int, message: str):

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -194,12 +195,6 @@ def ready_line(host: str, port: int) -> str:
 async def serve(config: Config, ready: asyncio.Event | None = None,
                 ready_json: bool = False) -> int:
     log = configure_logging(config.log_format)
-    store = TraceStore(config.trace_dir, log)
-    problem = store.check()
-    if problem:
-        log.error("trace_dir_unusable", problem=problem,
-                  hint="traffic is still forwarded; records will fail until this is fixed")
-
     forced = False
 
     def exit_now() -> None:
@@ -213,11 +208,11 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
                                  label_values=config.metrics_label_values)
     except ExportUnavailable as exc:
         print(f"streamtap: {exc}", file=sys.stderr)
-        store.close()
         return 2
-    app = build_app(config, store, log, exporter)
-    runner = app_runner(app, config)
-    await runner.setup()
+    store, problem, app, runner = await open_proxy(config, log, exporter)
+    if problem:
+        log.error("trace_dir_unusable", problem=problem,
+                  hint="traffic is still forwarded; records will fail until this is fixed")
     stop = stop_on_signals(exit_now)
     port = await listen(runner, config.host, config.port)
     metrics_runner = metrics_port = None
@@ -232,10 +227,7 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     if port is None:
         if metrics_runner is not None:
             await metrics_runner.cleanup()
-        await runner.cleanup()
-        store.close()
-        if exporter is not None:
-            exporter.close()
+        await close_proxy(runner, store, exporter)
         return 1
     settle_garbage_collector()
     if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
@@ -249,14 +241,13 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
     log.info("shutting_down", inflight=len(app[PROXY_KEY].inflight))
     if metrics_runner is not None:
         await metrics_runner.cleanup()
-    await runner.cleanup()
-    if not forced:
-        # The loop blocks while the last records are written: a second signal now changes
-        # nothing (they are written, as it would have them), a third exits at once.
-        exit_at_once_on_signal(store, log, spare=1)
-    store.close()
-    if exporter is not None:  # after the store: its last records are offered on the way out
-        exporter.close()
+
+    def before_last_writes() -> None:
+        if not forced:
+            # The loop blocks while the last records are written: a second signal now changes
+            # nothing (they are written, as it would have them), a third exits at once.
+            exit_at_once_on_signal(store, log, spare=1)
+    await close_proxy(runner, store, exporter, before_last_writes)
     ignore_late_signals()
     return 0
 
@@ -268,6 +259,42 @@ def settle_garbage_collector() -> None:
     every stream open at the time that no provider caused (bench/variant.py `gc-unfrozen`)."""
     gc.collect()
     gc.freeze()
+
+
+class OpenProxy(NamedTuple):
+    store: TraceStore
+    trace_problem: str | None  # why the trace dir is unusable (store.check()), or None
+    app: web.Application
+    runner: web.AppRunner
+
+
+async def open_proxy(config: Config, log, exporter=None) -> OpenProxy:
+    """The start-up `serve` and the Python API's Proxy share: the trace store (checked), the
+    app and its runner, set up; listening (and what to do about an unusable trace dir) is the
+    caller's."""
+    store = TraceStore(config.trace_dir, log)
+    try:
+        problem = store.check()
+        app = build_app(config, store, log, exporter)
+        runner = app_runner(app, config)
+        await runner.setup()
+    except BaseException:
+        store.close()  # its writer thread would outlive the failed start
+        raise
+    return OpenProxy(store, problem, app, runner)
+
+
+async def close_proxy(runner: web.AppRunner, store: TraceStore, exporter=None,
+                      before_last_writes: Callable[[], None] | None = None) -> None:
+    """The shutdown both share: stop serving (exchanges in flight get SHUTDOWN_GRACE_S to end
+    and hand their records over), write every record, then close the exporter (after the
+    store: its last records are offered on the way out)."""
+    await runner.cleanup()
+    if before_last_writes is not None:
+        before_last_writes()
+    store.close()
+    if exporter is not None:
+        exporter.close()
 
 
 def run(config: Config, ready_json: bool = False) -> int:

@@ -16,8 +16,8 @@ import structlog
 from streamtap.proxy.config import Config, Watchdog, from_mapping
 from streamtap.diagnostics.faults.rules import (FaultBook, FaultRule, parse_fault_header,
                                                 rule_from_mapping)
-from streamtap.proxy.serve.app import PROXY_KEY, build_app
-from streamtap.proxy.serve.run import app_runner, listen
+from streamtap.proxy.serve.app import PROXY_KEY
+from streamtap.proxy.serve.run import close_proxy, listen, open_proxy
 from streamtap.proxy.store import TraceStore
 from streamtap.proxy.testing.loopthread import Background, LoopThread
 from streamtap.proxy.testing.records import Record, read_records
@@ -125,15 +125,12 @@ class Proxy(Background):
         return self
 
     async def _start(self) -> int:
-        log = _logger()
-        self._store = TraceStore(self.config.trace_dir, log)
-        problem = self._store.check()
+        # The start-up and shutdown `streamtap serve` has (serve/run.py), minus the signals and
+        # the banner; an unusable trace dir is an error here, not a warning: a test needs records.
+        self._store, problem, self._app, self._runner = await open_proxy(self.config, _logger())
         if problem:
             raise RuntimeError(f"streamtap cannot write records: {problem}; pass a writable "
                                "trace_dir")
-        self._app = build_app(self.config, self._store, log)
-        self._runner = app_runner(self._app, self.config)
-        await self._runner.setup()
         port = await listen(self._runner, self.config.host, self.config.port)
         if port is None:
             raise RuntimeError(f"streamtap could not listen on {self.config.host}:"
@@ -145,9 +142,8 @@ class Proxy(Background):
             return
         try:
             if self._runner is not None:
-                self._thread.run(self._runner.cleanup)
-            if self._store is not None:
-                self._store.close()
+                runner, store = self._runner, self._store
+                self._thread.run(lambda: close_proxy(runner, store))
             self._final = read_records(self.trace_dir)
         finally:
             self._thread.stop()

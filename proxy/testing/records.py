@@ -1,15 +1,16 @@
 """Trace records as objects: `record.outcome.boundary`, `record.stream.event_counts`. A view
-over the parsed JSON (any field the record has, at any depth), read through the schema reader
-every consumer uses, so a record of any version we wrote reads the same."""
+over the parsed JSON (any field the record has, at any depth), read by the trace-folder reader
+every command uses (proxy/readout/tracedir.py), so a record of any version we wrote reads the
+same."""
 
 from __future__ import annotations
 
-import glob
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from streamtap.diagnostics.record.schema import upgrade
+from streamtap.diagnostics.record.schema import record_as_dict
+from streamtap.proxy.readout import tracedir
 
 
 class View(Mapping):
@@ -74,15 +75,16 @@ class Record(View):
 
 
 def read_records(trace_dir: Path, session: str | None = None) -> list[Record]:
-    """Every record under a trace dir (all sessions, or one), oldest first."""
-    found = []
-    for path in trace_dir.glob(f"{glob.escape(session)}/*.json" if session else "*/*.json"):
-        if path.name.startswith("."):
-            continue
-        try:
-            data = upgrade(json.loads(path.read_bytes()))
-        except (OSError, ValueError):
-            continue  # a half-written file is not read; its writer finishes it atomically
-        found.append((data.get("started_at") or "", path.name, data))
+    """Every record under a trace dir (all sessions, or one), oldest first. A trace dir or
+    session with nothing recorded yet has no records (not an error), and a file that is not a
+    record is left out: a test asks what its requests left, not whether the folder is tidy."""
+    try:
+        files = tracedir.record_files(Path(trace_dir), session)
+    except tracedir.TraceError:
+        return []
+    found = [(record.started_at, path.name, record)
+             for path, record, _ in tracedir.read_records(files) if record is not None]
     found.sort(key=lambda item: item[:2])
-    return [Record(data) for _, _, data in found]
+    # Every field of the current schema, whatever version the file was: a test reads
+    # `record.close.by` of an old record as of a new one.
+    return [Record(record_as_dict(record)) for _, _, record in found]

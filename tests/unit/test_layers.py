@@ -21,6 +21,7 @@ PACKAGES = {"diagnostics": "streamtap.diagnostics", "proxy": "streamtap.proxy"}
 # lower tier. A module at a package's top (proxy/config.py) is a folder of its own.
 LAYERS = {
     "diagnostics": (
+        ("errors",),  # the StreamtapError family every layer raises
         ("decode",),  # bytes -> frames: SSE, NDJSON, JSON array, chunked framing
         ("redaction",),  # secrets, headers, messages: what a record may hold
         ("dialects",),  # frames -> normalized events, and the stream state they fold into
