@@ -199,7 +199,7 @@ class Proxy(Background):
         have ended and their records are written (waits up to `timeout` seconds for that)."""
         if self._thread is None:
             return [record for record in self._final or []
-                    if session is None or record.get("session_id") == session]
+                    if session is None or record.session_id == session]
         deadline = time.monotonic() + timeout
         inflight = self._app[PROXY_KEY].inflight
         while time.monotonic() < deadline:

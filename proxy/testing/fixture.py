@@ -97,14 +97,13 @@ class StreamtapFixture:
         ended, boundary/phase."""
         rows = []
         for record in (self.proxy.records() if self.proxy else []):
-            fault = record.get("fault")
+            fault = record.fault
             fault_text = "-"
             if fault:
-                fault_text = f"{fault['action']} at {fault['at']}" + (
-                    "" if fault["fired"] else " (not fired)")
-            downstream = record.get("downstream") or {}
-            rows.append((test, f"{record.route} {record.request.get('path') or ''}", fault_text,
-                         str(downstream.get("ended")),
+                fault_text = f"{fault.action} at {fault.at}" + (
+                    "" if fault.fired else " (not fired)")
+            rows.append((test, f"{record.route} {record.request.path or ''}", fault_text,
+                         str(record.downstream.ended),
                          f"{record.outcome.boundary}/{record.outcome.phase}"))
         return rows
 

@@ -55,20 +55,22 @@ def armed(fixture: StreamtapFixture, ending: Ending | None, once: bool) -> Itera
 def spoken_dialect(record: Record) -> str:
     """The dialect a request spoke: its stream's, else (a whole JSON reply, an error before the
     body) the one its path names, else what the record says (`json`, `unknown`)."""
-    dialect = str(record.get("dialect"))
+    dialect = str(record.dialect)
     if dialect in ALL_DIALECTS:
         return dialect
-    return dialect_for_path(str((record.get("request") or {}).get("path") or "")) or dialect
+    return dialect_for_path(record.request.path or "") or dialect
 
 
 def first_request(records: list[Record]) -> str:
     """`METHOD PATH` of the first request, for the baseline's messages."""
-    request = records[0].get("request") or {} if records else {}
-    return f"{request.get('method', '')} {request.get('path', '')}".strip()
+    if not records:
+        return ""
+    request = records[0].request
+    return f"{request.method or ''} {request.path or ''}".strip()
 
 
 def _started_s(record: Record) -> float:
-    text = str(record.get("started_at") or "").replace("Z", "+00:00")
+    text = record.started_at.replace("Z", "+00:00")
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
@@ -91,8 +93,8 @@ def attempts(records: list[Record]) -> tuple[Attempt, ...]:
         return ()
     first = _started_s(records[0])
     return tuple(Attempt(round(_started_s(record) - first, 3),
-                         (record.get("outcome") or {}).get("phase") == "complete",
-                         record.trace_id, bool((record.get("fault") or {}).get("fired")))
+                         record.outcome.phase == "complete",
+                         record.trace_id, bool(record.fault and record.fault.fired))
                  for record in records)
 
 

@@ -71,7 +71,7 @@ class Record(View):
     @property
     def summary(self) -> str:
         """The plain sentence saying how the stream ended."""
-        return (self._data.get("outcome") or {}).get("summary") or ""
+        return self.outcome.summary if self.outcome else ""
 
 
 def read_records(trace_dir: Path, session: str | None = None) -> list[Record]:
