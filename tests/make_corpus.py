@@ -31,8 +31,8 @@ HERE = REPO / "samples"  # the corpus folder
 from streamtap.diagnostics.verdict.errors import fingerprint  # noqa: E402
 from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown  # noqa: E402
 from streamtap.diagnostics.record.recorder import Ending, Recorder  # noqa: E402
-from streamtap.diagnostics.samples.samples import build_sample  # noqa: E402
-from streamtap.proxy.replay.samplestore import SUFFIX, load_samples, write_sample  # noqa: E402
+from streamtap.diagnostics.samples.format import build_sample  # noqa: E402
+from streamtap.proxy.replay.sample_files import SUFFIX, load_samples, write_sample  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "streams"
 README = HERE / "README.md"

@@ -65,7 +65,7 @@ def test_the_wheel_installs_only_the_streamtap_name(tmp_path):
         "from importlib.metadata import entry_points",
         "(plugin,) = entry_points(group='pytest11', name='streamtap')",
         "print(plugin.value)",
-        "from streamtap.proxy.replay.corpus import bundled_samples_dir",
+        "from streamtap.proxy.replay.bundled import bundled_samples_dir",
         "print(len(list(bundled_samples_dir().glob('*.sample.json'))), bundled_samples_dir())",
     ])], check=True, capture_output=True, text=True, cwd=tmp_path)
     entry, corpus = probe.stdout.splitlines()
@@ -84,7 +84,7 @@ def test_python_dash_m_streamtap_runs_the_command_line(tmp_path):
 
 
 def test_the_bundled_corpus_is_found_through_the_package():
-    from streamtap.proxy.replay.corpus import bundled_samples_dir
+    from streamtap.proxy.replay.bundled import bundled_samples_dir
 
     names = {path.name for path in bundled_samples_dir().glob("*.sample.json")}
     assert "openai__openai-chat__terminal__1.sample.json" in names

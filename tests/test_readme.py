@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from streamtap.diagnostics.dialects.events import EVENT_KINDS
-from streamtap.proxy.replay.corpus import bundled_samples_dir
-from streamtap.proxy.replay.library import load_one
+from streamtap.proxy.replay.bundled import bundled_samples_dir
+from streamtap.proxy.replay.playable import load_one
 from tests.fakeprovider import FakeProvider, Scenario
 from tests.proxyproc import ProxyProcess
 from tests.readme import code_blocks, section, shell_blocks

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.record.schema import record_from_dict
-from streamtap.diagnostics.samples.samples import build_sample
+from streamtap.diagnostics.samples.format import build_sample
 from streamtap.proxy.replay.choose import Chooser, read_ask, request_model
-from streamtap.proxy.replay.library import Loaded
+from streamtap.proxy.replay.playable import Loaded
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, ProxyProcess, StreamtapProcess, new_session
 from tests.streams import chat_text_stream

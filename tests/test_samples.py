@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.samples.matrix import build_matrix, percentile, render_markdown, stream_dialect
-from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
+from streamtap.diagnostics.samples.format import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
 from streamtap.proxy.cli import main
 from streamtap.proxy.readout.tracedir import TraceError
-from streamtap.proxy.replay.samplestore import export_samples, load_samples
+from streamtap.proxy.replay.sample_files import export_samples, load_samples
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session
 from tests.streams import (CANARY_ARG, CANARY_OUTPUT, anthropic_text_stream, chat_text_stream,
@@ -341,7 +341,8 @@ def test_no_canary_in_exported_samples_or_the_matrix(run, tmp_path, capsys):
 
 # -- the starter corpus -----------------------------------------------------------------------
 def load_generator():
-    spec = importlib.util.spec_from_file_location("make_corpus", Path(__file__).parent / "make_corpus.py")
+    spec = importlib.util.spec_from_file_location("make_corpus",
+                                                  Path(__file__).parent / "make_corpus.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["make_corpus"] = module  # dataclasses look their module up while building
     try:

@@ -12,7 +12,7 @@ from streamtap.diagnostics.samples.dedupe import structure_key
 from streamtap.diagnostics.samples.matrix import build_matrix
 from streamtap.diagnostics.samples.matrix_table import render_table
 from streamtap.proxy.cli import main
-from streamtap.proxy.replay.samplestore import export_samples, load_samples
+from streamtap.proxy.replay.sample_files import export_samples, load_samples
 from tests.fakeprovider import Scenario
 from tests.proxyproc import REPO, new_session
 from tests.streams import chat_text_stream

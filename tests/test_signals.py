@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.record.schema import record_from_dict
-from streamtap.diagnostics.samples.samples import sample_ending
+from streamtap.diagnostics.samples.format import sample_ending
 from tests.clients import BackgroundRead, RawClient, log_events, wait_for
 from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session

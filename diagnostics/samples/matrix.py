@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from streamtap.diagnostics.samples.samples import streamed_dialect
+from streamtap.diagnostics.samples.format import streamed_dialect
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.:/\-\[\]]{1,64}")
 _COMMENT = re.compile(r"[A-Za-z0-9 _.:\-]{1,40}")  # a keepalive comment (`OPENROUTER PROCESSING`)

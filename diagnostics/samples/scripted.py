@@ -17,7 +17,7 @@ from streamtap.diagnostics.faults.triggers import FrameScanner, TriggerError, pa
 from streamtap.diagnostics.dialects import choose_dialect
 from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.samples.rebuild import FILLER, rebuild
-from streamtap.diagnostics.samples.samples import ENDINGS, SAMPLE_SCHEMA_VERSION
+from streamtap.diagnostics.samples.format import ENDINGS, SAMPLE_SCHEMA_VERSION
 from streamtap.diagnostics.samples.scripted_dialects import (MIN_ARGUMENT_PIECES, STREAMS,
                                                              ToolCall, body, split_text)
 

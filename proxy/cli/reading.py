@@ -141,7 +141,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.out:
         print("streamtap: --har writes a file: name it with -o FILE", file=sys.stderr)
         return 2
-    from streamtap.proxy.readout.export import export
+    from streamtap.proxy.readout.har_file import export
 
     return export(args.format, trace_dir_of(args), args.out,
                   session=args.session, failed=args.failed, since=args.since)

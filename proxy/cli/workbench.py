@@ -44,7 +44,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
     from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown
     from streamtap.diagnostics.samples.matrix_table import render_table
 
-    from streamtap.proxy.replay.samplestore import export_samples, load_samples
+    from streamtap.proxy.replay.sample_files import export_samples, load_samples
 
     if args.samples_command is None:
         args.help_of.print_help()

@@ -10,7 +10,7 @@ from streamtap.diagnostics.probe.catalog import Catalog
 from streamtap.diagnostics.probe.repro_rows import repro_catalog, row_name
 from streamtap.diagnostics.samples.repro import ReproError
 from streamtap.proxy.probe.run import ProbeError
-from streamtap.proxy.replay.library import ReplayError, playable
+from streamtap.proxy.replay.playable import ReplayError, playable
 from streamtap.proxy.replay.repro import load_repro
 
 

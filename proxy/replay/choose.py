@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.redaction.redact import redact_path
-from streamtap.diagnostics.samples.samples import ENDINGS
+from streamtap.diagnostics.samples.format import ENDINGS
 
-from streamtap.proxy.replay.library import Loaded, request_dialect, request_streams
+from streamtap.proxy.replay.playable import Loaded, request_dialect, request_streams
 
 SAMPLE_HEADER = "x-streamtap-sample"
 COMPLETE = "complete"  # the default: ending `terminal` with nothing wrong

@@ -19,7 +19,7 @@ from aiohttp import web
 from streamtap.proxy.config import Config, Route
 from streamtap.proxy.logs import configure_logging
 from streamtap.proxy.readout import commands
-from streamtap.proxy.replay.corpus import bundled_samples_dir
+from streamtap.proxy.replay.bundled import bundled_samples_dir
 from streamtap.proxy.replay.choose import Chooser
 from streamtap.proxy.replay.server import build_replay_app, load_library
 from streamtap.proxy.serve.app import build_app

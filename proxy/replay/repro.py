@@ -16,7 +16,7 @@ from pathlib import Path
 from streamtap.diagnostics.samples.repro import (MANIFEST_NAME, SAMPLE_NAME, ReproCase,
                                                  ReproError, build_repro, read_case)
 from streamtap.proxy.readout.traces import TraceError, find_trace
-from streamtap.proxy.replay.samplestore import dump_sample
+from streamtap.proxy.replay.sample_files import dump_sample
 
 KIT = ("test_repro.py", "repro.test.mjs")
 

@@ -13,8 +13,8 @@ from aiohttp import web
 
 from streamtap import __version__
 from streamtap.proxy.replay.choose import COMPLETE, Choice, Chooser, read_ask
-from streamtap.proxy.replay.corpus import bundled_samples_dir
-from streamtap.proxy.replay.library import Loaded, ReplayError, load_library
+from streamtap.proxy.replay.bundled import bundled_samples_dir
+from streamtap.proxy.replay.playable import Loaded, ReplayError, load_library
 from streamtap.proxy.connection import sockets
 from streamtap.proxy.connection.endings import end_response, stall
 from streamtap.proxy.serve.passthrough import PassThroughResponse

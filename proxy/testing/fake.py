@@ -15,10 +15,10 @@ from aiohttp import web
 from streamtap.diagnostics.samples.scripted import ScriptError, default_answer, scripted_sample
 
 from streamtap.proxy.replay.choose import Ask, Choice, Chooser
-from streamtap.proxy.replay.corpus import bundled_samples_dir
-from streamtap.proxy.replay.library import (Loaded, ReplayError, load_library, playable,
+from streamtap.proxy.replay.bundled import bundled_samples_dir
+from streamtap.proxy.replay.playable import (Loaded, ReplayError, load_library, playable,
                                             sample_name)
-from streamtap.proxy.replay.samplestore import ExportError, sample_files
+from streamtap.proxy.replay.sample_files import ExportError, sample_files
 from streamtap.proxy.replay.server import SHUTDOWN_GRACE_S, build_replay_app
 from streamtap.proxy.serve.run import listen
 from streamtap.proxy.testing.loopthread import Background, LoopThread

@@ -11,7 +11,7 @@ from streamtap.diagnostics.probe.catalog import CatalogError
 from streamtap.diagnostics.probe.grade import PinError
 from streamtap.diagnostics.record.schema import RecordVersionError
 from streamtap.diagnostics.samples.repro import ReproError
-from streamtap.diagnostics.samples.samples import SampleError
+from streamtap.diagnostics.samples.format import SampleError
 from streamtap.diagnostics.samples.scripted import ScriptError
 from streamtap.diagnostics.views.spans import SpanError
 from streamtap.proxy.config import ConfigError
@@ -20,8 +20,8 @@ from streamtap.proxy.faults.client import ControlError
 from streamtap.proxy.probe.run import ProbeError
 from streamtap.proxy.readout.follow import FollowError
 from streamtap.proxy.readout.tracedir import TraceError
-from streamtap.proxy.replay.library import ReplayError
-from streamtap.proxy.replay.samplestore import ExportError
+from streamtap.proxy.replay.playable import ReplayError
+from streamtap.proxy.replay.sample_files import ExportError
 from streamtap.proxy.serve.guard import ControlRequestError
 
 # (class, the builtin base it always had, whose fault it is)

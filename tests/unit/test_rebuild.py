@@ -11,7 +11,7 @@ import pytest
 
 from streamtap.diagnostics.record.schema import record_from_dict
 from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
-from streamtap.diagnostics.samples.samples import build_sample, check_sample
+from streamtap.diagnostics.samples.format import build_sample, check_sample
 from streamtap.diagnostics.decode.sse import NdjsonDecoder, SseDecoder
 from tests.streams import chat_text_stream, chat_tool_stream
 from tests.support import FIXTURES, fixture, record_stream

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.samples.dedupe import median_index, structure_key, timing_of
-from streamtap.diagnostics.samples.samples import (SampleError, answered_by_streamtap,
+from streamtap.diagnostics.samples.format import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample, sample_digest,
                                                    sample_stem)
 from streamtap.proxy.readout.tracedir import (parse_since, read_record, read_records,

@@ -10,7 +10,7 @@ from pathlib import Path
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.samples.rebuild import Rebuilt, rebuild, writes
 from streamtap.diagnostics.samples.repro import ReproError
-from streamtap.diagnostics.samples.samples import SampleError, check_sample
+from streamtap.diagnostics.samples.format import SampleError, check_sample
 from streamtap.proxy.replay.repro import is_repro_dir, load_repro
 from streamtap.diagnostics.errors import UserError
 
