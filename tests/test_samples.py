@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from streamtap.diagnostics.samples.matrix import build_matrix, percentile, render_markdown, stream_dialect
-from streamtap.diagnostics.samples.format import ENDINGS, SAMPLE_SCHEMA_VERSION, check_sample, sample_stem
+from streamtap.diagnostics.samples.format import (SAMPLE_ENDINGS, SAMPLE_SCHEMA_VERSION,
+                                                  check_sample, sample_stem)
 from streamtap.proxy.cli import main
 from streamtap.proxy.readout.tracedir import TraceError
 from streamtap.proxy.replay.sample_files import export_samples, load_samples
@@ -364,7 +365,7 @@ def test_corpus_covers_every_dialect_and_ending():
         assert not sample["injected"]
         seen.setdefault(stream_dialect(sample), set()).add(sample["ending"])
     for dialect in STREAMING:
-        assert seen[dialect] == set(ENDINGS), dialect
+        assert seen[dialect] == set(SAMPLE_ENDINGS), dialect
     assert {"terminal", "truncated", "http_error"} <= seen["json"]
 
 

@@ -4,7 +4,7 @@ and which answer the fake provider gives so that the rule's trigger is reached) 
 would expect of a client.
 
 `streamtap probe` and the pytest plugin read cases from a `Catalog`; anything that can list
-`Ending`s can stand in for this table: `probe --from DIR` lists repro folders' cases, rows that
+`CatalogRow`s can stand in for this table: `probe --from DIR` lists repro folders' cases, rows that
 answer with a recorded sample instead of arming a fault rule (see repro_rows.py).
 """
 
@@ -44,7 +44,7 @@ COMPLETES = Expectation((OK,), "must complete without waiting for the close")
 
 
 @dataclass(frozen=True)
-class Ending:
+class CatalogRow:
     """One row of the catalog. `fault` is a rule's header form; `pending` says which fault
     action the row still needs (the row is skipped with that reason until it exists).
 
@@ -83,31 +83,32 @@ ALL, TOOLS, ANTHROPIC = ALL_DIALECTS, PIECEWISE_TOOL_DIALECTS, ("anthropic-messa
 # (none today). `reset; at=request` resets before any response byte (no status line).
 # `stall_before_first_byte` is a delay at `request`: the upstream is not asked and not one byte
 # (no status line) goes back until the client's timeout, or the probe's limit, ends it.
-ENDINGS = (  # name, dialects, how it is made (a fault rule), the fake's answer, expectation
-    Ending("reset_before_response", ALL, "reset; at=request", AS_ASKED, FAIL_LOUDLY),
-    Ending("http_500", ALL, "http_error; status=500", AS_ASKED, FAIL_LOUDLY),
-    Ending("http_429_retry_after", ALL, f"http_error; status=429; retry_after={RETRY_AFTER_S}",
-           AS_ASKED, RETRIED),
-    Ending("anthropic_529", ANTHROPIC, "http_error; status=529", AS_ASKED, FAIL_LOUDLY),
-    Ending("reset_mid_text", ALL, f"reset; {AT3}", TEXT, FAIL_LOUDLY),
-    Ending("reset_mid_tool_args", TOOLS, "reset; at=event:tool_input_delta:3", TOOL_CALL,
-           FAIL_LOUDLY),
-    Ending("chunked_cut_no_last_chunk", ALL, f"truncate; {AT3}", TEXT, FAIL_LOUDLY),
-    Ending("half_event_then_clean_end", ALL, f"close; {AT3}; mid_frame=true", TEXT, FAIL_LOUDLY),
-    Ending("clean_end_between_events", ALL, f"close; {AT3}", TEXT, FAIL_LOUDLY),
-    Ending("all_but_terminal_event", ALL, "drop_terminal", TEXT, FAIL_LOUDLY),
-    Ending("provider_error_event", ALL, f"error_chunk; {AT3}", TEXT, NOT_SILENT_NOR_HUNG),
-    Ending("wrapped_error_chunk", ALL, f"error_chunk; {AT3}; style=wrapped", TEXT,
-           NOT_SILENT_NOR_HUNG),
-    Ending("error_frame_unknown_shape", ALL, f"error_chunk; {AT3}; body={NO_SHAPE}", TEXT,
-           NOT_SILENT_NOR_HUNG),
-    Ending("stall_before_first_byte", ALL, "delay; at=request; latency_ms=3600000", AS_ASKED,
-           TIMES_OUT),
-    Ending("stall_after_headers", ALL, "stall; at=headers", AS_ASKED, TIMES_OUT),
-    Ending("stall_mid_stream", ALL, f"stall; {AT3}", TEXT, TIMES_OUT),
-    Ending("stall_behind_heartbeats", ALL, f"stall; {AT3}; heartbeat_ms=1000", TEXT, TIMES_OUT),
-    Ending("parked_after_terminal", ALL, "hold; at=terminal", AS_ASKED, COMPLETES),
-    Ending("malformed_chunk_size", ALL, f"bad_chunk_size; {AT3}", TEXT, FAIL_LOUDLY),
+CATALOG_ROWS = (  # name, dialects, how it is made (a fault rule), the fake's answer, expectation
+    CatalogRow("reset_before_response", ALL, "reset; at=request", AS_ASKED, FAIL_LOUDLY),
+    CatalogRow("http_500", ALL, "http_error; status=500", AS_ASKED, FAIL_LOUDLY),
+    CatalogRow("http_429_retry_after", ALL, f"http_error; status=429; retry_after={RETRY_AFTER_S}",
+               AS_ASKED, RETRIED),
+    CatalogRow("anthropic_529", ANTHROPIC, "http_error; status=529", AS_ASKED, FAIL_LOUDLY),
+    CatalogRow("reset_mid_text", ALL, f"reset; {AT3}", TEXT, FAIL_LOUDLY),
+    CatalogRow("reset_mid_tool_args", TOOLS, "reset; at=event:tool_input_delta:3", TOOL_CALL,
+               FAIL_LOUDLY),
+    CatalogRow("chunked_cut_no_last_chunk", ALL, f"truncate; {AT3}", TEXT, FAIL_LOUDLY),
+    CatalogRow("half_event_then_clean_end", ALL, f"close; {AT3}; mid_frame=true", TEXT,
+               FAIL_LOUDLY),
+    CatalogRow("clean_end_between_events", ALL, f"close; {AT3}", TEXT, FAIL_LOUDLY),
+    CatalogRow("all_but_terminal_event", ALL, "drop_terminal", TEXT, FAIL_LOUDLY),
+    CatalogRow("provider_error_event", ALL, f"error_chunk; {AT3}", TEXT, NOT_SILENT_NOR_HUNG),
+    CatalogRow("wrapped_error_chunk", ALL, f"error_chunk; {AT3}; style=wrapped", TEXT,
+               NOT_SILENT_NOR_HUNG),
+    CatalogRow("error_frame_unknown_shape", ALL, f"error_chunk; {AT3}; body={NO_SHAPE}", TEXT,
+               NOT_SILENT_NOR_HUNG),
+    CatalogRow("stall_before_first_byte", ALL, "delay; at=request; latency_ms=3600000", AS_ASKED,
+               TIMES_OUT),
+    CatalogRow("stall_after_headers", ALL, "stall; at=headers", AS_ASKED, TIMES_OUT),
+    CatalogRow("stall_mid_stream", ALL, f"stall; {AT3}", TEXT, TIMES_OUT),
+    CatalogRow("stall_behind_heartbeats", ALL, f"stall; {AT3}; heartbeat_ms=1000", TEXT, TIMES_OUT),
+    CatalogRow("parked_after_terminal", ALL, "hold; at=terminal", AS_ASKED, COMPLETES),
+    CatalogRow("malformed_chunk_size", ALL, f"bad_chunk_size; {AT3}", TEXT, FAIL_LOUDLY),
 )
 
 
@@ -119,7 +120,7 @@ class CatalogError(UserError, ValueError):
 class Catalog:
     """Cases for a probe, in order. `Catalog()` is the built-in table."""
 
-    endings: tuple[Ending, ...] = ENDINGS
+    endings: tuple[CatalogRow, ...] = CATALOG_ROWS
 
     @property
     def names(self) -> list[str]:
@@ -137,7 +138,7 @@ class Catalog:
                 raise CatalogError(f"no ending `{name}` in the catalog; {hint}")
         return Catalog(tuple(ending for ending in self.endings if ending.name in names))
 
-    def skip_reason(self, ending: Ending, dialect: str) -> str | None:
+    def skip_reason(self, ending: CatalogRow, dialect: str) -> str | None:
         """Why a row is not run for this dialect, or None."""
         if ending.pending:
             return ending.pending

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.probe.catalog import (GRADES, HUNG, OK, RAISED, RECOVERED, SILENT,
-                                                 Ending)
+                                                 CatalogRow)
 from streamtap.diagnostics.errors import UserError
 
 
@@ -92,7 +92,7 @@ def _retried_after(run: Run, wait_s: float) -> str | None:
     return None
 
 
-def judge(ending: Ending, run: Run, pinned: tuple[str, ...] = ()) -> Verdict:
+def judge(ending: CatalogRow, run: Run, pinned: tuple[str, ...] = ()) -> Verdict:
     """The grade of `run` and whether it meets the expectation: the grades a team pinned for
     this ending when it pinned any, else the catalog's."""
     got = grade(run)
@@ -115,7 +115,7 @@ def judge(ending: Ending, run: Run, pinned: tuple[str, ...] = ()) -> Verdict:
     return Verdict(ending.name, got, True, expect.says, run)
 
 
-def skipped(ending: Ending, reason: str) -> Verdict:
+def skipped(ending: CatalogRow, reason: str) -> Verdict:
     return Verdict(ending.name, None, True, "", skipped=reason)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.probe.catalog import (ALL_DIALECTS, OK, RAISED, RECOVERED, Catalog,
-                                                 Ending, Expectation)
+                                                 CatalogRow, Expectation)
 from streamtap.diagnostics.samples.repro import ReproCase, ReproError
 
 PREFIX = "repro:"
@@ -36,12 +36,12 @@ def failed(case: ReproCase) -> bool:
     return case.ending != "terminal" or case.verdict.get("boundary") not in (None, "none")
 
 
-def repro_ending(case: ReproCase) -> Ending:
+def repro_ending(case: ReproCase) -> CatalogRow:
     """The case as a catalog row: the fake provider answers with its sample, nothing armed."""
     dialect = case_dialect(case)
-    return Ending(row_name(case.trace_id), (dialect,) if dialect else (), "", None,
-                  A_RECORDED_FAILURE if failed(case) else A_RECORDED_COMPLETE,
-                  sample=case.sample)
+    return CatalogRow(row_name(case.trace_id), (dialect,) if dialect else (), "", None,
+                      A_RECORDED_FAILURE if failed(case) else A_RECORDED_COMPLETE,
+                      sample=case.sample)
 
 
 def repro_catalog(cases: list[tuple[str, ReproCase]], wanted: str | None = None

@@ -18,7 +18,7 @@ from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.types import StreamError, TraceRecord, stated
 
 SAMPLE_SCHEMA_VERSION = 1
-ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
+SAMPLE_ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",
            "http_error", "no_response")
 # What each injected action looked like to the client.
 _INJECTED_ENDINGS = {"reset": "reset", "truncate": "truncated", "close": "clean_close",
@@ -186,7 +186,7 @@ def check_sample(sample: object) -> dict:
     if not isinstance(version, int) or version > SAMPLE_SCHEMA_VERSION:
         raise SampleError(f"sample schema_version {version!r} is newer than this streamtap "
                           f"understands ({SAMPLE_SCHEMA_VERSION}); upgrade streamtap")
-    if sample["ending"] not in ENDINGS:
+    if sample["ending"] not in SAMPLE_ENDINGS:
         raise SampleError(f"unknown ending {sample['ending']!r}; expected one of "
-                          f"{', '.join(ENDINGS)}")
+                          f"{', '.join(SAMPLE_ENDINGS)}")
     return sample

@@ -17,7 +17,7 @@ from streamtap.diagnostics.faults.triggers import FrameScanner, TriggerError, pa
 from streamtap.diagnostics.dialects import choose_dialect
 from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.samples.rebuild import FILLER, rebuild
-from streamtap.diagnostics.samples.format import ENDINGS, SAMPLE_SCHEMA_VERSION
+from streamtap.diagnostics.samples.format import SAMPLE_ENDINGS, SAMPLE_SCHEMA_VERSION
 from streamtap.diagnostics.samples.scripted_dialects import (MIN_ARGUMENT_PIECES, STREAMS,
                                                              ToolCall, body, split_text)
 
@@ -26,7 +26,7 @@ PATHS = {"openai-chat": "/v1/chat/completions", "openai-responses": "/v1/respons
          "anthropic-messages": "/v1/messages",
          "gemini": "/v1beta/models/{model}:streamGenerateContent",
          "ollama-ndjson": "/api/chat"}
-SCRIPTED_ENDINGS = tuple(ending for ending in ENDINGS if ending != "client_gone")
+SCRIPTED_ENDINGS = tuple(ending for ending in SAMPLE_ENDINGS if ending != "client_gone")
 DEFAULT_TEXT = (FILLER * 3).strip()  # 15 words: a text answer of at least 10 deltas
 DEFAULT_MODEL = "streamtap-fake"
 _STREAM_TYPES = {"ollama-ndjson": "application/x-ndjson"}

@@ -36,7 +36,7 @@ PERCENTILES = (50, 90, 99)
 # Endings a client most likely took for success, and what marks them. A clean close without the
 # terminal event is what classify.py calls provider_close (evidence clean_close +
 # no_terminal_event), or the same ending injected by a fault rule.
-ENDINGS = {
+MISTAKEN_FOR_SUCCESS = {
     "clean_close_no_terminal": "ended cleanly without the terminal event ([DONE], "
                                "message_stop, response.completed...)",
     "terminal_after_error": "the terminal event came after an error inside the stream",
@@ -64,7 +64,7 @@ class Group:
     requests: int
     completed: int
     boundaries: dict[str, int]  # boundary (never `none`) -> requests that ended there
-    endings: dict[str, int]  # ENDINGS name -> requests
+    endings: dict[str, int]  # MISTAKEN_FOR_SUCCESS name -> requests
     client_sees: dict[str, int]  # a CLIENT_SEES word or UNKNOWN_SEES -> requests
     timings: dict[str, Timing]  # TIMINGS key -> percentiles
 

@@ -3,8 +3,8 @@ show the same ones), a terminal table, a Markdown table and JSON."""
 
 from __future__ import annotations
 
-from streamtap.diagnostics.views.stats import (CLIENT_SEES, ENDINGS, TIMINGS, UNKNOWN_SEES, Group,
-                                               StatsTable, Timing)
+from streamtap.diagnostics.views.stats import (CLIENT_SEES, MISTAKEN_FOR_SUCCESS, TIMINGS,
+                                               UNKNOWN_SEES, Group, StatsTable, Timing)
 from streamtap.diagnostics.views.text import Line, ms, printable
 
 ENDING_LABELS = {"clean_close_no_terminal": "clean close, no terminal",
@@ -74,7 +74,7 @@ def title(table: StatsTable) -> str:
 
 def notes(table: StatsTable) -> list[str]:
     """What the ending columns mean, and what the table could not know."""
-    out = [f"{ENDING_LABELS[name]}: {text}" for name, text in ENDINGS.items()]
+    out = [f"{ENDING_LABELS[name]}: {text}" for name, text in MISTAKEN_FOR_SUCCESS.items()]
     out.append("A client most likely took both for success. Timings are nearest-rank "
                "percentiles of the requests that got that far.")
     out.append("client sees: what a client made of the ending, judged from the wire (as `show` "
@@ -132,7 +132,8 @@ def _group_json(group: Group, boundaries: tuple[str, ...]) -> dict:
             "completed": _share(group.completed, group.requests),
             "boundaries": {b: _share(group.boundaries.get(b, 0), group.requests)
                            for b in boundaries},
-            "endings": {e: _share(group.endings.get(e, 0), group.requests) for e in ENDINGS},
+            "endings": {e: _share(group.endings.get(e, 0), group.requests)
+                        for e in MISTAKEN_FOR_SUCCESS},
             "client_sees": {sees: _share(group.client_sees.get(sees, 0), group.requests)
                             for sees in (*CLIENT_SEES, UNKNOWN_SEES)},
             "timings_ms": {key: {"p50": t.p50, "p90": t.p90, "p99": t.p99, "n": t.n}
@@ -143,7 +144,7 @@ def as_json(table: StatsTable, skipped: list[str] | None = None,
             skipped_count: int = 0) -> dict:
     """`--format json`: counts with their rates as fractions, timings in ms, and the index lines
     that were not read (`skipped`, named file:line when known)."""
-    return {"by": table.by, "percentiles": "nearest-rank", "endings": ENDINGS,
+    return {"by": table.by, "percentiles": "nearest-rank", "endings": MISTAKEN_FOR_SUCCESS,
             "unknown_endings": table.unknown, "unknown_client_sees": table.unknown_client_sees,
             "groups": [_group_json(group, table.boundaries) for group in table.groups],
             "total": _group_json(table.total, table.boundaries),

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.redaction.redact import redact_path
-from streamtap.diagnostics.samples.format import ENDINGS
+from streamtap.diagnostics.samples.format import SAMPLE_ENDINGS
 
 from streamtap.proxy.replay.playable import Loaded, request_dialect, request_streams
 
@@ -101,9 +101,9 @@ class Chooser:
             return Choice(named, "named by the request")
         ending = self.ending
         if ask.sample is not None:
-            if ask.sample not in ENDINGS and ask.sample != COMPLETE:
+            if ask.sample not in SAMPLE_ENDINGS and ask.sample != COMPLETE:
                 return (f"{SAMPLE_HEADER}: {ask.sample!r} is neither a loaded sample nor an "
-                        f"ending ({COMPLETE}, {', '.join(ENDINGS)})")
+                        f"ending ({COMPLETE}, {', '.join(SAMPLE_ENDINGS)})")
             ending = ask.sample
         elif self.cycle:
             return self._cycled(ask) or self._none(ask, "recorded for this path or dialect")

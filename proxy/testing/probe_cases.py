@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from streamtap.diagnostics.dialects import dialect_for_path
-from streamtap.diagnostics.probe.catalog import ALL_DIALECTS, Ending
+from streamtap.diagnostics.probe.catalog import ALL_DIALECTS, CatalogRow
 from streamtap.diagnostics.probe.grade import Attempt, Run
 from streamtap.proxy.testing.fixture import StreamtapFixture
 from streamtap.proxy.testing.records import Record
@@ -29,7 +29,7 @@ def base_url(fixture: StreamtapFixture, dialect: str | None) -> str:
 
 
 @contextlib.contextmanager
-def armed(fixture: StreamtapFixture, ending: Ending | None, once: bool) -> Iterator[None]:
+def armed(fixture: StreamtapFixture, ending: CatalogRow | None, once: bool) -> Iterator[None]:
     """While inside: the fake answers as the row says and its fault fires on every request (or
     on the first one only, `once`); a row with a sample has the fake serve it instead. None arms
     nothing: a complete stream, as the request asks."""
@@ -98,7 +98,7 @@ def attempts(records: list[Record]) -> tuple[Attempt, ...]:
                  for record in records)
 
 
-def observe(fixture: StreamtapFixture, ending: Ending | None, once: bool, seen: set[str],
+def observe(fixture: StreamtapFixture, ending: CatalogRow | None, once: bool, seen: set[str],
             call: Callable[[], Run], session: str | None = None) -> tuple[Run, list[Record]]:
     """Run the client (`call` returns what its run did) with `ending` armed; that Run with the
     attempts its requests made, and their records."""

@@ -10,7 +10,7 @@ import time
 import traceback
 
 from streamtap.diagnostics.probe.baseline import BaselineError, baseline_dialect
-from streamtap.diagnostics.probe.catalog import Catalog, Ending
+from streamtap.diagnostics.probe.catalog import Catalog, CatalogRow
 from streamtap.diagnostics.probe.errorline import last_error_line
 from streamtap.diagnostics.probe.grade import Run, Verdict, judge
 from streamtap.proxy.testing.probe_cases import first_request, observe, spoken_dialect
@@ -55,7 +55,7 @@ def _skip(reason: str):
 class EndingCase:
     """`streamtap_ending.name`, `.ending` (the catalog row), `.run(client)` -> Verdict."""
 
-    def __init__(self, fixture: StreamtapFixture, ending: Ending, *, dialect: str | None = None,
+    def __init__(self, fixture: StreamtapFixture, ending: CatalogRow, *, dialect: str | None = None,
                  once: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S, skip=None):
         self.fixture = fixture
         self.ending = ending
@@ -70,7 +70,7 @@ class EndingCase:
     def name(self) -> str:
         return self.ending.name
 
-    def _call(self, client, ending: Ending | None) -> tuple[Run, list]:
+    def _call(self, client, ending: CatalogRow | None) -> tuple[Run, list]:
         return observe(self.fixture, ending, self.once, self._seen,
                        lambda: call_client(client, self.timeout_s))
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from streamtap.diagnostics.probe.catalog import (ALL_DIALECTS, ENDINGS, GRADES, Catalog,
+from streamtap.diagnostics.probe.catalog import (ALL_DIALECTS, CATALOG_ROWS, GRADES, Catalog,
                                                  CatalogError)
 from streamtap.diagnostics.probe.errorline import MAX_LINE, last_error_line
 from streamtap.diagnostics.probe.grade import (Attempt, PinError, Run, grade, judge,
@@ -17,7 +17,7 @@ CATALOG = Catalog()
 
 
 def ending(name):
-    return next(row for row in ENDINGS if row.name == name)
+    return next(row for row in CATALOG_ROWS if row.name == name)
 
 
 @pytest.mark.parametrize("run, expected", [
@@ -124,8 +124,8 @@ def test_the_error_line_is_scrubbed_and_short():
 
 
 def test_every_row_is_made_by_a_rule_that_parses_and_names_known_dialects():
-    assert len({row.name for row in ENDINGS}) == len(ENDINGS)
-    for row in ENDINGS:
+    assert len({row.name for row in CATALOG_ROWS}) == len(CATALOG_ROWS)
+    for row in CATALOG_ROWS:
         assert row.dialects and set(row.dialects) <= set(ALL_DIALECTS), row.name
         assert set(row.expect.accept) <= set(GRADES), row.name
         if not row.pending:
