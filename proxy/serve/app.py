@@ -13,6 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from streamtap.proxy.config import Config
+from streamtap.proxy.connection import aiohttp_hooks
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.serve.looplag import LoopLag
@@ -49,6 +50,9 @@ class Proxy:
                                 routes=config.routes)
         self.feed = None  # the read-out feed (tail, the live page), set by build_app
         self.metrics = PrometheusMetrics(config.metrics_label_values)  # this proxy's registry
+        # Which of aiohttp's private hooks are there: each missing one puts its part of the
+        # proxy on aiohttp's public path, and the banner and health say so.
+        self.fast_path = aiohttp_hooks.check()
 
     def warn_repeated_prefix(self, route, rest: str) -> None:
         """Once per route: every request through it would repeat the warning."""
@@ -114,6 +118,7 @@ async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
     store = proxy.store.health()  # status, reason when degraded, records written and failed
     return web.json_response({**store, "inflight": len(proxy.inflight),
+                              "fast_path": proxy.fast_path.status(),
                               "faults_armed": [rule.name for rule in proxy.faults.armed()],
                               **({"otlp": proxy.exporter.health()} if proxy.exporter else {})})
 
@@ -152,7 +157,8 @@ def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Appl
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connect_s = config.watchdog.connect_timeout_ms / 1000 or None
-        proxy.upstream = open_pool(connect_s, [_trace_config()])
+        proxy.upstream = open_pool(connect_s, [_trace_config()],
+                                   relay_bodies=proxy.fast_path.body is None)
         proxy.session = proxy.upstream.session
         yield
         await proxy.upstream.close()

@@ -180,9 +180,11 @@ def attempt_trace_config() -> aiohttp.TraceConfig:
     return config
 
 
-def open_pool(connect_timeout_s: float | None,
-              trace_configs: list[aiohttp.TraceConfig]) -> UpstreamPool:
-    """The app's sessions (created inside its event loop, closed in `cleanup_ctx`)."""
+def open_pool(connect_timeout_s: float | None, trace_configs: list[aiohttp.TraceConfig],
+              relay_bodies: bool = True) -> UpstreamPool:
+    """The app's sessions (created inside its event loop, closed in `cleanup_ctx`). With
+    `relay_bodies` (aiohttp_hooks found the tap's hooks), response bodies can be relayed as they
+    arrive; an aiohttp that refuses the tap all the same is an error, never a silent slow path."""
     traces = [*trace_configs, attempt_trace_config()]
 
     def session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
@@ -197,7 +199,10 @@ def open_pool(connect_timeout_s: float | None,
 
     pooled = PoolConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_TIMEOUT_S)
     fresh = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=True)
-    for connector in (pooled, fresh):  # response bodies can be relayed as they arrive
-        bodytap.install(connector)
+    if relay_bodies:
+        for connector in (pooled, fresh):
+            if not bodytap.install(connector):
+                raise RuntimeError("aiohttp_hooks.check() found the body tap's hooks, yet the "
+                                   "connector refused the tap: bring check() up to date")
     return UpstreamPool(session(pooled), session(fresh))
 

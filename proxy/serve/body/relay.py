@@ -17,13 +17,14 @@ Backpressure: when the client's transport passes its high-water mark (the server
 `pause_writing`), the relay stops reading the upstream socket, and resumes when aiohttp's own
 drain waiter resolves (`resume_writing`). At most one socket read is written past the mark.
 
-How it plugs into aiohttp's server side (3.14): the answer's StreamWriter (`_payload_writer`)
+How it plugs into aiohttp's server side, all public: the answer's StreamWriter (`request.writer`)
 gives the transport, the framing (`chunked`, `length`) and the byte count (`output_size`) the
-relay keeps up to date; the server protocol gives `_paused` and `_drain_waiter`. `start` refuses
-(and the Exchange falls back to its await loop, after giving the body back to aiohttp's parser)
-whenever an assumption does not hold: a response aiohttp compresses itself, a body not held by
-`tap`, an aiohttp without these attributes. (An upstream gzip body is relayed: it passes
-through compressed, as always; the recorder decompresses its copy.)
+relay keeps up to date; the server protocol says `writing_paused`, and the writer's `drain()`
+says when it is not any more. `start` refuses (and the Exchange falls back to its await loop,
+after giving the body back to aiohttp's parser) whenever an assumption does not hold: a response
+aiohttp compresses itself, a body not held by `tap`, a writer not of aiohttp's own class
+(aiohttp_hooks.plain_writer). (An upstream gzip body is relayed: it passes through compressed, as
+always; the recorder decompresses its copy.)
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from aiohttp.http_writer import StreamWriter
 from aiohttp.web import StreamResponse
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
+
+from streamtap.proxy.connection import aiohttp_hooks as hooks
 from streamtap.proxy.serve.body.tap import MalformedBodyError, TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
@@ -68,6 +71,7 @@ class Relay:
         self.ended: asyncio.Future = exchange.loop.create_future()
         self.finished = False
         self.held = False  # upstream reading paused because the client is slow
+        self.draining: asyncio.Future | None = None  # writer.drain() while held
         self.framed = 0  # bytes written to the client, framing included (aiohttp's output_size)
 
     # -- the hot path: one socket read of the body ------------------------------------------------
@@ -111,7 +115,7 @@ class Relay:
             elif framing.complete:
                 self.handler.body_done(framing.extra)
                 self._finish(EOF, None)
-            elif self.protocol._paused:
+            elif self.protocol.writing_paused:
                 self._hold()
         except ConnectionError as exc:
             self._finish(CLIENT_GONE, exc)
@@ -136,25 +140,27 @@ class Relay:
             self._finish(UPSTREAM_FAILED, exc)
 
     def _hold(self) -> None:
-        """The client's buffer is full: stop reading the upstream until aiohttp's drain waiter
-        (resolved by the server protocol's resume_writing) says it has room again."""
+        """The client's buffer is full: stop reading the upstream until the writer's drain()
+        (which the server protocol's resume_writing ends) says it has room again."""
         if self.held:
             return
         self.held = True
         self.exchange.writing = True  # backpressure is the client's doing, not upstream idleness
         self.up_transport.pause_reading()
-        protocol = self.protocol
-        waiter = protocol._drain_waiter
-        if waiter is None:
-            waiter = protocol._drain_waiter = self.exchange.loop.create_future()
-        waiter.add_done_callback(self._released)
+        # Never cancelled: it awaits the server protocol's own drain waiter, which aiohttp's
+        # next write would find cancelled. It ends when the client reads or leaves.
+        self.draining = asyncio.ensure_future(self.writer.drain())
+        self.draining.add_done_callback(self._released)
 
     def _released(self, waiter: asyncio.Future) -> None:
         # Always retrieve the outcome, so a lost connection is never logged as unretrieved.
         lost = ConnectionError("Connection lost") if waiter.cancelled() else waiter.exception()
+        self.draining = None
         if self.finished:
             return
         self.held = False
+        if lost is None and self.transport.is_closing():
+            lost = ConnectionError("Connection lost")  # a clean close ends drain() quietly
         self.exchange.writing = False
         if lost is not None:
             self._finish(CLIENT_GONE, lost)
@@ -195,17 +201,12 @@ def start(exchange, upstream: ClientResponse, response: StreamResponse,
     if not handler.holding():
         handler.release()
         return None
-    try:
-        writer = response._payload_writer
-        usable = (type(writer) is StreamWriter and writer._compress is None and not writer._eof
-                  and not writer._headers_buf and writer._headers_written
-                  and writer._on_chunk_sent is None and writer.on_body_write is None
-                  and writer.transport is not None and not writer.transport.is_closing()
-                  and hasattr(writer.protocol, "_drain_waiter")
-                  and hasattr(writer.protocol, "_paused")
-                  and handler.transport is not None)
-    except AttributeError:  # another aiohttp: its private attributes moved
-        usable = False
+    writer = exchange.request.writer  # the answer's, once it is prepared
+    usable = (hooks.plain_writer(writer) and response.prepared and not response.compression
+              and writer.on_body_write is None and writer.transport is not None
+              and not writer.transport.is_closing() and handler.transport is not None)
+    if usable:
+        writer.send_headers()  # already sent by prepare(): the relay's bytes must follow them
     if not usable:
         handler.release()
         return None

@@ -21,19 +21,15 @@ When the sink has read a whole body it calls `body_done`: aiohttp's reader is th
 (`feed_eof`), which is what returns the connection to the pool, and the next request on it gets a
 fresh parser from `set_response_params` as usual.
 
-This module is the one place that leans on aiohttp's client internals: the `ResponseHandler` it
-subclasses and that class's `_payload`, `_buffer`, `_skip_payload`, `_parser`, `_read_timeout`
-attributes, `StreamReader._buffer`, and `TCPConnector._factory`, where a connector names its
-protocol class.
-`tests/test_bodytap.py` checks each of them, so an aiohttp upgrade that moves one fails there,
-loudly, rather than in a user's traffic; if one is gone, `install` leaves the connector alone and
-every body takes aiohttp's own path.
+It leans on aiohttp's client internals (the `ResponseHandler` it subclasses, that class's parser,
+payload and timer, `TCPConnector._factory`) only through proxy/connection/aiohttp_hooks.py, which
+checks each at start-up: if one is gone, the pool does not install the tap and every body takes
+aiohttp's own path, and the banner and the health endpoint say `fast_path: off (...)`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from contextvars import ContextVar
 
 from aiohttp import ClientPayloadError, hdrs
@@ -42,6 +38,8 @@ from aiohttp.helpers import EMPTY_BODY_STATUS_CODES
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
+
+from streamtap.proxy.connection import aiohttp_hooks as hooks
 
 # Set by an exchange around sending its request: the response's body is to be held for it.
 WANT_RAW_BODY: ContextVar[bool] = ContextVar("streamtap_want_raw_body", default=False)
@@ -99,8 +97,8 @@ class TappedResponseHandler(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         state = self._tap
         if state == _RAW:  # the hot path: the body's bytes to the sink, as they arrived
-            if self._read_timeout:
-                self._reschedule_timeout()
+            if self.read_timeout:
+                hooks.restart_read_timer(self)
             self._sink.data(data)
         elif state == _PASS:
             super().data_received(data)
@@ -119,7 +117,7 @@ class TappedResponseHandler(ResponseHandler):
             self._raise_failure()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        state, sink, payload = self._tap, self._sink, self._payload
+        state, sink, payload = self._tap, self._sink, hooks.body_reader(self)
         if state == _HOLD:
             # Kept until the held bytes have gone where the exchange says (attach, release):
             # told now, aiohttp's parser would end the body without them.
@@ -156,7 +154,7 @@ class TappedResponseHandler(ResponseHandler):
         if self._lost is not None:
             still_attached = self._sink is sink  # the body did not end within the held bytes
             self._tap, self._sink = _PASS, None
-            payload, exc = self._payload, self._lost[0]
+            payload, exc = hooks.body_reader(self), self._lost[0]
             self._connection_lost_now()
             if still_attached:
                 sink.lost(self._failure(payload, exc))
@@ -184,8 +182,8 @@ class TappedResponseHandler(ResponseHandler):
         if extra:
             self.force_close()
         # The parser still thinks it is inside this body; the next request gets a new one.
-        self._parser = None
-        payload = self._payload
+        hooks.forget_parser(self)
+        payload = hooks.body_reader(self)
         if payload is not None:
             payload.feed_eof()
 
@@ -216,11 +214,10 @@ class TappedResponseHandler(ResponseHandler):
             head, buffered = buffered[:end + 4], buffered[end + 4:]
             self._head_bytes = b""
             super().data_received(head)
-            # DataQueue holds ((message, payload), size) for ClientResponse.start to read.
-            message = self._buffer[-1][0][0] if self._buffer else None
+            message = hooks.parsed_head(self)
             # The C parser's message is its own class, with the fields of RawResponseMessage.
             if (not all(hasattr(message, field) for field in _MESSAGE_FIELDS)
-                    or self._exception is not None or self._upgraded):
+                    or hooks.cannot_take_body(self)):
                 self._give_back(buffered)
                 return
             if message.code in EMPTY_BODY_STATUS_CODES and message.code >= 200:
@@ -250,8 +247,8 @@ class TappedResponseHandler(ResponseHandler):
             return
 
     def _framing(self, message):
-        payload = self._payload
-        if (self._skip_payload or payload is None or payload is EMPTY_PAYLOAD
+        payload = hooks.body_reader(self)
+        if (hooks.skips_body(self) or payload is None or payload is EMPTY_PAYLOAD
                 or type(payload) is not StreamReader or payload.is_eof()):
             return None
         if message.chunked:
@@ -277,17 +274,18 @@ class TappedResponseHandler(ResponseHandler):
         if clean > 0:
             super().data_received(data[:clean])
         # The parser sees nothing more, and the connection's end must not replace this error.
-        self._parser = None
+        hooks.forget_parser(self)
         self.force_close()
-        if self._payload is not None:
-            self._failed = (self._payload, MalformedBodyError(framing))
+        payload = hooks.body_reader(self)
+        if payload is not None:
+            self._failed = (payload, MalformedBodyError(framing))
             self._raise_failure()
 
     def _raise_failure(self) -> None:
         """Fail the body, once aiohttp's reader holds none of its bytes (readany raises a set
         error before handing out what it holds)."""
         payload, failure = self._failed
-        if not payload._buffer:
+        if not hooks.reader_holds_bytes(payload):
             self._failed = None
             payload.set_exception(failure)
 
@@ -328,9 +326,4 @@ class TappedResponseHandler(ResponseHandler):
 def install(connector) -> bool:
     """Make `connector` open TappedResponseHandler connections. False (and the connector left as
     it is) on an aiohttp whose connectors no longer name their protocol this way."""
-    factory = getattr(connector, "_factory", None)
-    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
-        return False
-    connector._factory = functools.partial(TappedResponseHandler, *factory.args,
-                                           **factory.keywords)
-    return True
+    return hooks.use_protocol(connector, TappedResponseHandler)
