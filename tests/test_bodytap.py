@@ -149,12 +149,7 @@ class Sink:
 
 
 async def send(pool, url: str, raw: bool, method: str = "GET") -> aiohttp.ClientResponse:
-    token = bodytap.WANT_RAW_BODY.set(raw)
-    try:
-        ctx = type("Ctx", (), {"upstream_attempt": Attempt()})()
-        return await pool.send(ctx, method, url)
-    finally:
-        bodytap.WANT_RAW_BODY.reset(token)
+    return await pool.send(Attempt(), method, url, raw_body=raw)
 
 
 def run(coro):

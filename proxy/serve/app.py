@@ -22,7 +22,7 @@ from streamtap.proxy.export.prometheus import PrometheusMetrics
 from streamtap.diagnostics.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
-from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
+from streamtap.proxy.serve.upstream import Attempt, UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.diagnostics.record.schema import index_line
 from streamtap.proxy.logs import canonical_fields
@@ -86,19 +86,17 @@ class Proxy:
 
 
 def _trace_config() -> aiohttp.TraceConfig:
-    """Connection timings for the timeline; the Exchange rides along as trace_request_ctx."""
+    """Connection timings for the timeline, told to the request's upstream.Attempt (its
+    trace_request_ctx)."""
     config = aiohttp.TraceConfig()
 
     async def connected(session, ctx, params) -> None:
-        exchange = ctx.trace_request_ctx
-        if exchange is not None:
-            exchange.recorder.mark("upstream_connected", exchange.now())
+        if isinstance(ctx.trace_request_ctx, Attempt):
+            ctx.trace_request_ctx.connected()
 
     async def sent(session, ctx, params) -> None:
-        exchange = ctx.trace_request_ctx
-        if exchange is not None:
-            # The last chunk of the body wins: the request is sent when all of it is.
-            exchange.recorder.marks["request_sent"] = exchange.now()
+        if isinstance(ctx.trace_request_ctx, Attempt):
+            ctx.trace_request_ctx.sent()
 
     config.on_connection_create_end.append(connected)
     config.on_connection_reuseconn.append(connected)
@@ -136,7 +134,7 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
         return refuse_unknown_route(proxy, request, name, rest)
     exchange = Exchange(proxy, request, route, rest)
     if repeats_route_prefix(route.url, rest):
-        exchange.ending.notes.append("path_repeats_route_prefix")
+        exchange.note("path_repeats_route_prefix")
         proxy.warn_repeated_prefix(route, rest)
     return await exchange.run()
 

@@ -30,6 +30,7 @@ always; the recorder decompresses its copy.)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiohttp import ClientResponse
 from aiohttp.client_exceptions import ClientConnectionResetError
@@ -39,6 +40,7 @@ from aiohttp.web import StreamResponse
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
 
 from streamtap.proxy.connection import aiohttp_hooks as hooks
+from streamtap.proxy.serve.body.downstream import Downstream
 from streamtap.proxy.serve.body.tap import MalformedBodyError, TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
@@ -51,9 +53,10 @@ INTERNAL = "internal"  # a bug of ours: re-raised, recorded as internal_error
 class Relay:
     """Copies one response body from the upstream connection to the client transport."""
 
-    def __init__(self, exchange, handler: TappedResponseHandler, writer: StreamWriter,
-                 capture_limit: int):
-        self.exchange = exchange
+    def __init__(self, handler: TappedResponseHandler, writer: StreamWriter,
+                 downstream: Downstream, now: Callable[[], float]):
+        self.downstream = downstream
+        self.now = now
         self.handler = handler
         self.framing = handler.framing
         self.writer = writer
@@ -64,11 +67,7 @@ class Relay:
         self.as_is = (isinstance(self.framing, ChunkedBody) and writer.chunked) or (
             isinstance(self.framing, LengthBody) and not writer.chunked)
         self.chunked = writer.chunked
-        self.feed = exchange.recorder.feed
-        self.now = exchange.now
-        self.capture = exchange.capture
-        self.capture_limit = capture_limit
-        self.ended: asyncio.Future = exchange.loop.create_future()
+        self.ended: asyncio.Future = asyncio.get_running_loop().create_future()
         self.finished = False
         self.held = False  # upstream reading paused because the client is slow
         self.draining: asyncio.Future | None = None  # writer.drain() while held
@@ -76,20 +75,17 @@ class Relay:
 
     # -- the hot path: one socket read of the body ------------------------------------------------
     def data(self, data: bytes) -> None:
-        """Timestamp, de-frame, record, write, then check the body's end and backpressure."""
+        """Timestamp, de-frame, deliver, write, then check the body's end and backpressure."""
         if self.finished:
             return  # the rest of a read that came after the end: the Exchange is closing it
-        exchange = self.exchange
+        downstream = self.downstream
         try:
             t = self.now()
-            exchange.last_byte_ms = t
+            downstream.last_byte_ms = t
             framing = self.framing
             forward, payload = framing.feed(data)
             if payload:
-                self.feed(payload, t)
-                capture = self.capture
-                if capture is not None and len(capture) < self.capture_limit:
-                    capture += payload
+                downstream.delivered(payload, t)
             transport = self.transport
             if transport.is_closing():
                 self._finish(CLIENT_GONE,
@@ -109,7 +105,7 @@ class Relay:
             if out:
                 self.framed += len(out)
                 transport.write(out)
-            exchange.downstream_bytes += size
+            downstream.written(size)
             if framing.error is not None:
                 self._finish(UPSTREAM_FAILED, MalformedBodyError(framing))
             elif framing.complete:
@@ -145,7 +141,7 @@ class Relay:
         if self.held:
             return
         self.held = True
-        self.exchange.writing = True  # backpressure is the client's doing, not upstream idleness
+        self.downstream.writing = True  # backpressure is the client's doing, not upstream idleness
         self.up_transport.pause_reading()
         # Never cancelled: it awaits the server protocol's own drain waiter, which aiohttp's
         # next write would find cancelled. It ends when the client reads or leaves.
@@ -159,9 +155,7 @@ class Relay:
         if self.finished:
             return
         self.held = False
-        if lost is None and self.transport.is_closing():
-            lost = ConnectionError("Connection lost")  # a clean close ends drain() quietly
-        self.exchange.writing = False
+        self.downstream.writing = False
         if lost is not None:
             self._finish(CLIENT_GONE, lost)
             return
@@ -176,7 +170,7 @@ class Relay:
         if self.finished:
             return
         self.finished = True
-        self.exchange.writing = False
+        self.downstream.writing = False
         if not self.ended.done():
             self.ended.set_result((how, exc))
 
@@ -184,16 +178,17 @@ class Relay:
         """The exchange is over: stop taking the upstream's bytes and bring aiohttp's byte count
         up to date. Idempotent."""
         self.finished = True
-        self.exchange.writing = False
+        self.downstream.writing = False
         self.handler.detach()
         self.writer.output_size += self.framed
         self.framed = 0
 
 
-def start(exchange, upstream: ClientResponse, response: StreamResponse,
-          capture_limit: int) -> Relay | None:
-    """Take over the body copy of `upstream` into `response` (prepared, headers sent), or None
-    when the relay cannot (the body is then aiohttp's again, for the Exchange's await loop)."""
+def start(upstream: ClientResponse, response: StreamResponse, writer, downstream: Downstream,
+          now: Callable[[], float]) -> Relay | None:
+    """Take over the body copy of `upstream` into `response` (prepared, headers sent; `writer`
+    is its request's), or None when the relay cannot (the body is then aiohttp's again, for the
+    Exchange's await loop)."""
     connection = upstream.connection
     handler = connection.protocol if connection is not None else None
     if not isinstance(handler, TappedResponseHandler):
@@ -201,7 +196,6 @@ def start(exchange, upstream: ClientResponse, response: StreamResponse,
     if not handler.holding():
         handler.release()
         return None
-    writer = exchange.request.writer  # the answer's, once it is prepared
     usable = (hooks.plain_writer(writer) and response.prepared and not response.compression
               and writer.on_body_write is None and writer.transport is not None
               and not writer.transport.is_closing() and handler.transport is not None)
@@ -210,6 +204,6 @@ def start(exchange, upstream: ClientResponse, response: StreamResponse,
     if not usable:
         handler.release()
         return None
-    relay = Relay(exchange, handler, writer, capture_limit)
+    relay = Relay(handler, writer, downstream, now)
     handler.attach(relay)
     return relay

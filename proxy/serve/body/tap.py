@@ -3,11 +3,11 @@
 aiohttp reads a response in its connection protocol, `ResponseHandler.data_received`: the C
 parser takes the head, then de-chunks the body into a StreamReader, and a proxy that reads that
 reader pays for the parser, the reader and its own re-framing on every chunk. streamtap's upstream
-connections use `TappedResponseHandler` instead. For a request sent with `WANT_RAW_BODY` set, it
-gives the parser the response head only, then holds the body's bytes, exactly as they came off the
-socket, until the exchange either takes them (`attach`: from then on each read goes to its sink
+connections use `TappedResponseHandler` instead. It gives the parser the response head only, then
+holds the body's bytes, exactly as they came off the socket, until the exchange either takes them (`attach`: from then on each read goes to its sink
 from `data_received`, with no parser in between) or gives them back (`release`: the parser, which
-has seen exactly the head, reads them as if nothing had happened). A response with no body, an
+has seen exactly the head, reads them as if nothing had happened; the pool does so at once for a
+request whose body aiohttp is to read, upstream.UpstreamPool.send). A response with no body, an
 informational or upgrade answer, or a head this module cannot split safely is left to aiohttp.
 
 A body aiohttp's parser reads after all (a fault rule is armed, or the relay could not start) is
@@ -30,7 +30,6 @@ aiohttp's own path, and the banner and the health endpoint say `fast_path: off (
 from __future__ import annotations
 
 import asyncio
-from contextvars import ContextVar
 
 from aiohttp import ClientPayloadError, hdrs
 from aiohttp.client_proto import ResponseHandler
@@ -40,9 +39,6 @@ from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
 
 from streamtap.proxy.connection import aiohttp_hooks as hooks
-
-# Set by an exchange around sending its request: the response's body is to be held for it.
-WANT_RAW_BODY: ContextVar[bool] = ContextVar("streamtap_want_raw_body", default=False)
 
 MAX_HEAD = 256 * 1024  # past this without the head's end, the parser decides (it refuses it)
 HOLD_LIMIT = 256 * 1024  # body bytes held before the exchange attaches: then reading pauses
@@ -75,7 +71,6 @@ class TappedResponseHandler(ResponseHandler):
         self._held_paused = False
         self._lost: tuple[BaseException | None] | None = None  # lost while holding
         self._sink = None
-        self._keep_body = False  # hold the body for the exchange (else aiohttp's parser reads it)
         self._watched = 0  # body bytes the parser was given while watched
         # A broken body's reader and its error, raised once the reader has handed out its bytes.
         self._failed: tuple[StreamReader, MalformedBodyError] | None = None
@@ -83,11 +78,10 @@ class TappedResponseHandler(ResponseHandler):
 
     # -- aiohttp's calls ------------------------------------------------------------------------
     def set_response_params(self, **kwargs) -> None:
-        # Called for every request on this connection, from the sending task (so it sees that
-        # task's WANT_RAW_BODY), before any byte of the response is parsed.
+        # Called for every request on this connection, before any byte of its response is
+        # parsed. A body aiohttp is to decompress is aiohttp's to read.
         auto_decompress = kwargs.get("auto_decompress", True)
         self._tap = _PASS if auto_decompress else _HEAD
-        self._keep_body = WANT_RAW_BODY.get()
         self._head_bytes = b""
         self._held, self._held_size, self._lost = [], 0, None
         self._sink = self.framing = self._failed = None
@@ -234,13 +228,6 @@ class TappedResponseHandler(ResponseHandler):
             if self.framing is None:
                 self._give_back(buffered)
                 return
-            if not self._keep_body:  # aiohttp reads it: a chunked body is watched on the way
-                if isinstance(self.framing, ChunkedBody):
-                    self._tap = _WATCH
-                    self._watch(buffered)
-                else:
-                    self._give_back(buffered)
-                return
             self._tap = _HOLD
             if buffered:
                 self._hold(buffered)
@@ -327,3 +314,12 @@ def install(connector) -> bool:
     """Make `connector` open TappedResponseHandler connections. False (and the connector left as
     it is) on an aiohttp whose connectors no longer name their protocol this way."""
     return hooks.use_protocol(connector, TappedResponseHandler)
+
+
+def release(response) -> None:
+    """Give a body held for `response` (an aiohttp ClientResponse) back to aiohttp's parser, to
+    be read the ordinary way; nothing when its connection is not a tapped one."""
+    connection = response.connection
+    handler = connection.protocol if connection is not None else None
+    if isinstance(handler, TappedResponseHandler):
+        handler.release()
