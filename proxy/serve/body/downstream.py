@@ -25,7 +25,7 @@ class Downstream:
         self.feed = feed  # the recorder's: every byte the client is sent, with its time
         self.capture = capture  # the response body as the client got it (--capture-bodies)
         self.response: web.StreamResponse | None = None  # the answer the body is written to
-        self.bytes = 0  # body bytes written to the client
+        self.bytes = 0  # body bytes written to the client (the relay counts its own writes here)
         # The watchdog's: a client that is slow to read is not an idle upstream; and when a byte
         # last moved (an upstream read, a piece of a streamed upload).
         self.writing = False
@@ -37,10 +37,6 @@ class Downstream:
         capture = self.capture
         if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
             capture += data
-
-    def written(self, size: int) -> None:
-        """`size` bytes of what was delivered reached the client's connection."""
-        self.bytes += size
 
     async def send(self, data: bytes, t: float) -> None:
         """Deliver `data` through aiohttp's writer (the await paths); raises ConnectionError

@@ -105,7 +105,7 @@ class Relay:
             if out:
                 self.framed += len(out)
                 transport.write(out)
-            downstream.written(size)
+            downstream.bytes += size  # written: counted as Downstream.send counts
             if framing.error is not None:
                 self._finish(UPSTREAM_FAILED, MalformedBodyError(framing))
             elif framing.complete:
