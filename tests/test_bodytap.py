@@ -24,6 +24,7 @@ from aiohttp.streams import DataQueue, StreamReader
 
 from streamtap.diagnostics.verdict.errors import looks_like_reset
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
+from streamtap.proxy.connection import aiohttp_hooks
 from streamtap.proxy.serve.body import tap as bodytap
 from streamtap.proxy.serve.upstream import Attempt, open_pool
 from tests.proxyproc import ProxyProcess, new_session
@@ -45,8 +46,9 @@ HOLD, PAUSE = b"<hold>", b"<pause>"
 
 
 def test_the_aiohttp_internals_bodytap_relies_on_are_still_there():
-    """If this fails after an aiohttp upgrade, proxy/serve/body/tap.py must be brought up to
-    date (or `install` already refuses, and bodies take aiohttp's slower path)."""
+    """If this fails after an aiohttp upgrade, proxy/connection/aiohttp_hooks.py must be brought
+    up to date (its check() then says `fast_path: off`, and bodies take aiohttp's slower path)."""
+    assert aiohttp_hooks.check().body is None
     connector = aiohttp.TCPConnector.__new__(aiohttp.TCPConnector)
     loop = asyncio.new_event_loop()
     try:
@@ -147,12 +149,7 @@ class Sink:
 
 
 async def send(pool, url: str, raw: bool, method: str = "GET") -> aiohttp.ClientResponse:
-    token = bodytap.WANT_RAW_BODY.set(raw)
-    try:
-        ctx = type("Ctx", (), {"upstream_attempt": Attempt()})()
-        return await pool.send(ctx, method, url)
-    finally:
-        bodytap.WANT_RAW_BODY.reset(token)
+    return await pool.send(Attempt(), method, url, raw_body=raw)
 
 
 def run(coro):

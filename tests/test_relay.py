@@ -252,7 +252,7 @@ def test_the_relay_copies_the_body_not_the_await_loop(fake, inprocess, kind):
     assert len(started) == 1 and isinstance(started[0], relay.Relay)
     assert wait_for(lambda: started[0].finished, 5)
     assert started[0].as_is  # both sides framed alike: the upstream's own bytes went out
-    assert bytes(started[0].capture) == body  # capture mode keeps the body as on the wire
+    assert bytes(started[0].downstream.capture) == body  # capture mode keeps the body as on the wire
     if kind != "gzip":
         assert body == b"".join(stream)
 

@@ -10,7 +10,6 @@ import select
 import socket
 import threading
 import time
-from types import SimpleNamespace
 
 import aiohttp
 import httpx
@@ -209,16 +208,16 @@ def closing_on_reuse(upstream: IdleClosingUpstream, noticed: bool) -> aiohttp.Tr
 async def two_requests(upstream: IdleClosingUpstream, url: str, noticed: bool) -> tuple:
     pool = open_pool(5.0, [closing_on_reuse(upstream, noticed)])
     try:
-        first = SimpleNamespace(upstream_attempt=Attempt())
+        first = Attempt()
         response = await pool.send(first, "POST", url, data=b'{"stream":true}')
         assert await response.read() == BODY
-        second = SimpleNamespace(upstream_attempt=Attempt())
+        second = Attempt()
         try:
             response = await pool.send(second, "POST", url, data=b'{"stream":true}')
             outcome = await response.read()
         except aiohttp.ClientError as exc:
             outcome = exc
-        return first.upstream_attempt, second.upstream_attempt, outcome, pool.retries
+        return first, second, outcome, pool.retries
     finally:
         await pool.close()
 
@@ -258,8 +257,8 @@ def test_nothing_is_retried_once_request_bytes_were_sent():
         port = await upstream.start()
         url = f"http://127.0.0.1:{port}/v1/responses"
         pool = open_pool(5.0, [])
-        first = SimpleNamespace(upstream_attempt=Attempt())
-        second = SimpleNamespace(upstream_attempt=Attempt())
+        first = Attempt()
+        second = Attempt()
         try:
             response = await pool.send(first, "POST", url, data=b'{"stream":true}')
             assert await response.read() == BODY
@@ -268,7 +267,7 @@ def test_nothing_is_retried_once_request_bytes_were_sent():
         finally:
             await pool.close()
             upstream.server.close()
-        return upstream, second.upstream_attempt, pool.retries
+        return upstream, second, pool.retries
 
     upstream, attempt, retries = asyncio.run(main())
     assert attempt.reused and attempt.tries == 1 and attempt.retry is None and retries == 0

@@ -13,6 +13,7 @@ import aiohttp
 from aiohttp import web
 
 from streamtap.proxy.config import Config
+from streamtap.proxy.connection import aiohttp_hooks
 from streamtap.proxy.serve.control import add_control_routes
 from streamtap.proxy.serve.guard import guarded
 from streamtap.proxy.serve.looplag import LoopLag
@@ -21,7 +22,7 @@ from streamtap.proxy.export.prometheus import PrometheusMetrics
 from streamtap.diagnostics.faults.rules import FaultBook
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
-from streamtap.proxy.serve.upstream import UpstreamPool, open_pool
+from streamtap.proxy.serve.upstream import Attempt, UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.diagnostics.record.schema import index_line
 from streamtap.diagnostics.record.types import TraceRecord
@@ -50,6 +51,9 @@ class Proxy:
                                 routes=config.routes)
         self.feed = None  # the read-out feed (tail, the live page), set by build_app
         self.metrics = PrometheusMetrics(config.metrics_label_values)  # this proxy's registry
+        # Which of aiohttp's private hooks are there: each missing one puts its part of the
+        # proxy on aiohttp's public path, and the banner and health say so.
+        self.fast_path = aiohttp_hooks.check()
 
     def warn_repeated_prefix(self, route, rest: str) -> None:
         """Once per route: every request through it would repeat the warning."""
@@ -82,19 +86,17 @@ class Proxy:
 
 
 def _trace_config() -> aiohttp.TraceConfig:
-    """Connection timings for the timeline; the Exchange rides along as trace_request_ctx."""
+    """Connection timings for the timeline, told to the request's upstream.Attempt (its
+    trace_request_ctx)."""
     config = aiohttp.TraceConfig()
 
     async def connected(session, ctx, params) -> None:
-        exchange = ctx.trace_request_ctx
-        if exchange is not None:
-            exchange.recorder.mark("upstream_connected", exchange.now())
+        if isinstance(ctx.trace_request_ctx, Attempt):
+            ctx.trace_request_ctx.connected()
 
     async def sent(session, ctx, params) -> None:
-        exchange = ctx.trace_request_ctx
-        if exchange is not None:
-            # The last chunk of the body wins: the request is sent when all of it is.
-            exchange.recorder.marks["request_sent"] = exchange.now()
+        if isinstance(ctx.trace_request_ctx, Attempt):
+            ctx.trace_request_ctx.sent()
 
     config.on_connection_create_end.append(connected)
     config.on_connection_reuseconn.append(connected)
@@ -114,6 +116,7 @@ async def handle_health(request: web.Request) -> web.Response:
     proxy = request.app[PROXY_KEY]
     store = proxy.store.health()  # status, reason when degraded, records written and failed
     return web.json_response({**store, "inflight": len(proxy.inflight),
+                              "fast_path": proxy.fast_path.status(),
                               "faults_armed": [rule.name for rule in proxy.faults.armed()],
                               **({"otlp": proxy.exporter.health()} if proxy.exporter else {})})
 
@@ -131,7 +134,7 @@ async def handle_forward(request: web.Request) -> web.StreamResponse:
         return refuse_unknown_route(proxy, request, name, rest)
     exchange = Exchange(proxy, request, route, rest)
     if repeats_route_prefix(route.url, rest):
-        exchange.ending.notes.append("path_repeats_route_prefix")
+        exchange.note("path_repeats_route_prefix")
         proxy.warn_repeated_prefix(route, rest)
     return await exchange.run()
 
@@ -152,7 +155,8 @@ def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Appl
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connect_s = config.watchdog.connect_timeout_ms / 1000 or None
-        proxy.upstream = open_pool(connect_s, [_trace_config()])
+        proxy.upstream = open_pool(connect_s, [_trace_config()],
+                                   relay_bodies=proxy.fast_path.body is None)
         proxy.session = proxy.upstream.session
         yield
         await proxy.upstream.close()

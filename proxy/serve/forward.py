@@ -5,6 +5,13 @@ arrives (a slow client slows upstream reads), mirrors how the upstream ended (a 
 a FIN is a FIN, a clean end is a clean end), and tells the recorder what happened at a few named
 points. It knows nothing about JSON or dialects. Every exchange ends in exactly one trace record,
 whatever happens, including client aborts, watchdogs and shutdown.
+
+`_exchange` reads top to bottom as the life of a request. The response body takes one of two
+paths, the relay (body/relay.py, from the upstream connection's callback) or the await loop
+(`_copy_awaiting`, with a fault's stage in it when a rule is armed), and both hand every piece
+the client is sent to the one sink, `Downstream` (body/downstream.py). Collaborators get the
+small state they need: the relay and the fault stage the sink, a streamed upload its own
+`StreamedBody`, the pool an `Attempt`.
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from streamtap.diagnostics.record.recorder import Limits, Recorder
 from streamtap.diagnostics.redaction.redact import safe_id
 
 from streamtap.proxy.connection import sockets
-from streamtap.proxy.connection.endings import break_framing
+from streamtap.proxy.connection.endings import break_framing, end_response
 from streamtap.proxy.serve import upload
 from streamtap.proxy.serve.body import relay
 from streamtap.proxy.serve.body import tap as bodytap
+from streamtap.proxy.serve.body.downstream import Downstream
 from streamtap.proxy.serve.passthrough import (PassThroughResponse, downstream_response_headers,
                                                 has_dot_dot_segment, proxy_error_response,
                                                 session_id_for, upstream_request_headers,
@@ -37,9 +45,10 @@ from streamtap.proxy.faults.inject import FaultRun
 from streamtap.proxy.serve.upstream import Attempt
 from streamtap.proxy.serve.watchdog import Watchdog
 
+# An upstream body that fails on its way in: mirrored to the client (never a clean short body).
+UPSTREAM_FAILURES = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)
 # aiohttp adds these to an upstream request unless told not to; the proxy adds nothing of its own.
 SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
-MAX_CAPTURE_BYTES = upload.MAX_CAPTURE_BYTES  # per side, with --capture-bodies
 TRACE_ID_HEADER = "x-streamtap-trace-id"  # added to every answer only with trace_header = true
 
 
@@ -62,15 +71,9 @@ class Exchange:
         self.recorded = False  # its one record is handed over (by run's end, or by force_end)
         self.upstream: aiohttp.ClientResponse | None = None
         self.response: web.StreamResponse | None = None
-        self.downstream_bytes = 0
-        self.last_byte_ms = 0.0
-        self.writing = False
         self.fault: FaultRun | None = None
-        self.capture = bytearray() if config.capture_bodies else None
-        self.request_body = b""
-        self.upstream_attempt = Attempt()  # filled by the pool: a stale-connection retry
-        self.body_head = b""  # a streamed body's first bytes, until upload.stream sends them
-        self.body_over_limit = False
+        self.request_body = b""  # a body read whole (kept for --capture-bodies)
+        self.upload: upload.StreamedBody | None = None  # a body streamed as it arrives
         now = datetime.now(timezone.utc)
         self.started = now
         wd = config.watchdog
@@ -90,12 +93,22 @@ class Exchange:
                           keep_ratelimit_headers=config.keep_ratelimit_headers),
             capture=config.capture_bodies,
             upstream_url=upstream_url_for(route.url, self.rest))
+        # Where the response body goes, and the record of what the client was sent.
+        self.downstream = Downstream(self.recorder.feed,
+                                     bytearray() if config.capture_bodies else None)
+        # The request on its way upstream: filled by the pool (a stale-connection retry); tells
+        # the timeline when a connection was had and when the request went out.
+        self.attempt = Attempt(connected=self._connected, sent=self._sent)
         self.trace_header = config.trace_header
         self.watchdog = Watchdog(self, wd.idle_timeout_ms, wd.progress_timeout_ms)
 
     def now(self) -> float:
         """Milliseconds since the request arrived."""
         return (self.clock() - self.t0) * 1000.0
+
+    def note(self, note: str) -> None:
+        """A fact for the record's `notes` (a fixed word of ours)."""
+        self.ending.notes.append(note)
 
     def interrupt(self, reason: str) -> None:
         """streamtap ends this exchange itself (shutdown, a watchdog): cancel whatever it awaits."""
@@ -158,14 +171,42 @@ class Exchange:
                                 f"streamtap failed while proxying: {type(exc).__name__}")
 
     async def _exchange(self) -> web.StreamResponse:
-        request, recorder, ending = self.request, self.recorder, self.ending
-        head = await upload.read_head(request, self.proxy.config.max_request_body_bytes)
-        raw_rest = self.rest
+        """The life of a request: read and check it, choose its fault, send it upstream, answer
+        with the upstream's head, then copy the body until it ends one way or another. Each
+        step returns the answer when the exchange ends there."""
+        refused = await self._take_request()
+        if refused is not None:
+            return refused
+        refused = self._arm_fault()
+        if refused is not None:
+            return refused
+        self.watchdog.start()
+        if self.fault is not None:
+            answered = await self.fault.before_upstream()
+            if answered is not None:
+                return answered
+        upstream = await self._send()
+        if upstream is None:
+            return self.response  # type: ignore[return-value]
+        response = self._head_from(upstream)
+        ended = await self._send_head(upstream, response)
+        if ended is not None:
+            return ended
+        return await self._copy_body(upstream, response)
+
+    async def _take_request(self) -> web.Response | None:
+        """Read the request's head (a body past SUMMARY_PREFIX_BYTES is streamed later, as it
+        arrives) for the recorder; the refusal when it is too large or its path leaves the
+        route."""
+        request, ending = self.request, self.ending
+        limit = self.proxy.config.max_request_body_bytes
+        head = await upload.read_head(request, limit)
         body, complete = head if head is not None else (b"", True)
-        recorder.on_request(request.method, raw_rest, request.headers.items(), body, complete)
+        self.recorder.on_request(request.method, self.rest, request.headers.items(), body,
+                                 complete)
         if head is None:
             return self._too_large()
-        if has_dot_dot_segment(raw_rest):
+        if has_dot_dot_segment(self.rest):
             # Refused, not normalised: a client sending `..` is broken or probing, and the
             # record says so (proxy_reason) rather than hiding it by fixing the path.
             ending.proxy_reason = "path_dot_segments_refused"
@@ -175,46 +216,62 @@ class Exchange:
                                 "forwarded")
         if complete:
             self.request_body = body
-        else:  # streamed: the body is sent by upload.stream as it arrives, never held whole
-            self.body_head = body
-            body = None
+        else:  # streamed: sent as it arrives, never held whole
+            self.upload = upload.StreamedBody(request.content, body, limit, self.recorder,
+                                              self._moved, self.downstream.capture is not None)
+        return None
+
+    def _arm_fault(self) -> web.Response | None:
+        """The fault this request gets (`self.fault`); a 400 for a fault header that does not
+        parse."""
         try:
             self.fault = self._choose_fault()
         except FaultError as exc:
-            ending.proxy_reason = "bad_fault_header"
+            self.ending.proxy_reason = "bad_fault_header"
             return self._answer(400, "streamtap_bad_fault", f"{exc}")
-        self.watchdog.start()
-        if self.fault is not None:
-            answered = await self.fault.before_upstream()
-            if answered is not None:
-                return answered
-        upstream = await self._send(body)
-        if upstream is None:
-            return self.response  # type: ignore[return-value]
+        return None
+
+    def _head_from(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+        """The upstream answered: the client's answer gets its status and headers."""
         self.upstream = upstream
         t = self.now()
-        self.last_byte_ms = t
-        recorder.on_response(upstream.status, upstream.headers.items(), t)
+        self.downstream.last_byte_ms = t
+        self.recorder.on_response(upstream.status, upstream.headers.items(), t)
         response = PassThroughResponse(status=upstream.status, reason=upstream.reason,
                                        headers=downstream_response_headers(upstream.headers))
         if self.trace_header:
-            response.headers[TRACE_ID_HEADER] = recorder.trace_id
-        self.response = response
-        ending.downstream_status = upstream.status
+            response.headers[TRACE_ID_HEADER] = self.recorder.trace_id
+        self.response = self.downstream.response = response
+        self.ending.downstream_status = upstream.status
+        return response
+
+    async def _send_head(self, upstream: aiohttp.ClientResponse,
+                         response: web.StreamResponse) -> web.StreamResponse | None:
+        """Send the answer's head (a fault at `headers` acts first); the answer when the exchange
+        ends here."""
         try:
             if self.fault is not None:
                 answered = await self.fault.after_headers(upstream, response)
                 if answered is not None:
                     return answered
             if not response.prepared:
-                await response.prepare(request)
-            if self.fault is not None and (not self.fault.fired or self.fault.slows_every_chunk):
-                return await self.fault.copy(upstream, response)
+                await response.prepare(self.request)
         except ConnectionError as exc:
             return self._client_gone(exc)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError) as exc:
+        except UPSTREAM_FAILURES as exc:
             return await self._mirror_upstream_failure(exc)
-        return await self._copy_body(upstream, response)
+        return None
+
+    async def _copy_body(self, upstream: aiohttp.ClientResponse,
+                         response: web.StreamResponse) -> web.StreamResponse:
+        """The relay when it can take the body (no fault armed), else the await loop, through
+        the fault's stage when it still has work in the body."""
+        if self.fault is not None:
+            return await self._copy_awaiting(upstream, response, self.fault.stage())
+        body = relay.start(upstream, response, self.request.writer, self.downstream, self.now)
+        if body is None:
+            return await self._copy_awaiting(upstream, response, None)
+        return await self._relayed(body, upstream, response)
 
     def _choose_fault(self) -> FaultRun | None:
         """The fault this request gets: its own header's rule, else an armed rule that matches."""
@@ -226,27 +283,53 @@ class Exchange:
                                         recorder.request.get("model"), recorder.session_id)
         return FaultRun(self, rule) if rule is not None else None
 
-    async def deliver(self, response: web.StreamResponse, data: bytes) -> None:
-        """Write bytes the client will see, recording them as what it saw (fault mode)."""
-        if not data:
-            return
-        self.recorder.feed(data, self.now())
-        if self.capture is not None and len(self.capture) < MAX_CAPTURE_BYTES:
-            self.capture += data
-        self.writing = True
-        try:
-            await response.write(data)
-        finally:
-            self.writing = False
-        self.downstream_bytes += len(data)
+    def _connected(self) -> None:
+        self.recorder.mark("upstream_connected", self.now())
+
+    def _sent(self) -> None:
+        # The last piece of the body wins: the request is sent when all of it is.
+        self.recorder.marks["request_sent"] = self.now()
+
+    def _moved(self) -> None:
+        """A piece of a streamed upload went upstream: not upstream idleness."""
+        self.downstream.last_byte_ms = self.now()
+
+    # -- answers a fault gives instead of the upstream's -----------------------------------------
+    def answer_whole(self, status: int, headers: dict, body: bytes) -> web.Response:
+        """A whole answer (an injected HTTP error), recorded as if the upstream had sent it."""
+        t = self.now()
+        self.recorder.on_response(status, headers.items(), t)
+        self.recorder.feed(body, t)
+        self.ending.downstream_status = status
+        self.downstream.bytes = len(body)
+        return web.Response(status=status, body=body, headers=headers)
+
+    async def answer_stream(self, response: web.StreamResponse) -> web.StreamResponse:
+        """The head of a streamed answer no upstream gave, sent now; its body goes through
+        `downstream` like any other."""
+        self.recorder.on_response(response.status, response.headers.items(), self.now())
+        self.response = self.downstream.response = response
+        self.ending.downstream_status = response.status
+        await response.prepare(self.request)
+        return response
+
+    async def end_downstream(self, how: str) -> web.StreamResponse:
+        """End the client's response as `how` says (connection/endings.py), and record it."""
+        self.ending.downstream = await end_response(self.response, self.request.transport, how)
+        self.ending.downstream_end_ms = self.now()
+        return self.response  # type: ignore[return-value]
 
     async def finish_upstream_clean(self, upstream: aiohttp.ClientResponse,
-                                    response: web.StreamResponse) -> web.StreamResponse:
-        """The upstream ended cleanly: end the client's response cleanly too."""
+                                    response: web.StreamResponse,
+                                    linger=None) -> web.StreamResponse:
+        """The upstream ended cleanly: end the client's response cleanly too (after `linger()`,
+        a `hold` fault's wait, when given)."""
         ending = self.ending
         ending.upstream = "complete"
         ending.upstream_end_ms = self.now()
         upstream.release()
+        if linger is not None:
+            await linger()
         await response.write_eof()
         ending.downstream_end_ms = self.now()
         return response
@@ -265,7 +348,9 @@ class Exchange:
                             "bytes (max_request_body_bytes); raise it in the config if the "
                             f"provider accepts such bodies.{sent}")
 
-    async def _send(self, body: bytes | None) -> aiohttp.ClientResponse | None:
+    async def _send(self) -> aiohttp.ClientResponse | None:
+        """The request, sent upstream; None when that failed (`self.response` holds the answer:
+        a 502, a reset, a 413 for a streamed body that outgrew the limit)."""
         request = self.request
         url = URL(self.route.url + self.rest, encoded=True)
         try:
@@ -273,23 +358,21 @@ class Exchange:
             if self.fault is not None and self.fault.cuts_body:
                 # A fault that cuts on frames must read them: ask for an uncompressed body.
                 headers.popall(hdrs.ACCEPT_ENCODING, None)
-            if body is None:
-                data = upload.stream(self, self.body_head)
+            if self.upload is not None:
+                data = self.upload.chunks()
                 if request.content_length is not None:  # keep it: no chunked upload then
                     headers[hdrs.CONTENT_LENGTH] = str(request.content_length)
             else:
+                body = self.request_body
                 data = body if (body or request.content_length is not None) else None
             # A fault reads the body through aiohttp (it cuts on frames, stalls, rewrites); any
             # other body is held raw for the relay.
-            raw_body = bodytap.WANT_RAW_BODY.set(self.fault is None)
-            try:
-                return await self.proxy.upstream.send(
-                    self, request.method, url, headers=headers, data=data,
-                    allow_redirects=False, skip_auto_headers=SKIP_AUTO_HEADERS)
-            finally:
-                bodytap.WANT_RAW_BODY.reset(raw_body)
+            return await self.proxy.upstream.send(
+                self.attempt, request.method, url, headers=headers, data=data,
+                raw_body=self.fault is None, allow_redirects=False,
+                skip_auto_headers=SKIP_AUTO_HEADERS)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            if self.body_over_limit:
+            if self.upload is not None and self.upload.over_limit:
                 self.response = self._too_large(partly_sent=True)
                 return None
             connect = isinstance(exc, (aiohttp.ClientConnectorError,
@@ -315,15 +398,11 @@ class Exchange:
                 f"({self.route.url}): {error['message']} ({error['code'] or error['type']})")
             return None
 
-    async def _copy_body(self, upstream: aiohttp.ClientResponse,
-                         response: web.StreamResponse) -> web.StreamResponse:
+    async def _relayed(self, body: relay.Relay, upstream: aiohttp.ClientResponse,
+                       response: web.StreamResponse) -> web.StreamResponse:
         """The hot path: each read of the upstream body is timestamped, recorded and written
-        downstream from the upstream connection's callback (proxy/serve/body/relay.py), with no await
-        per read; this awaits the body's end and ends the exchange the way it ended. The await
-        loop is the fallback."""
-        body = relay.start(self, upstream, response, MAX_CAPTURE_BYTES)
-        if body is None:
-            return await self._copy_body_awaiting(upstream, response)
+        downstream from the upstream connection's callback (body/relay.py), with no await per
+        read; this awaits the body's end and ends the exchange the way it ended."""
         try:
             how, exc = await body.ended
         finally:
@@ -335,41 +414,40 @@ class Exchange:
                 return self._client_gone(gone)
         if how == relay.CLIENT_GONE:
             return self._client_gone(exc)
-        if how == relay.UPSTREAM_FAILED and isinstance(
-                exc, (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)):
+        if how == relay.UPSTREAM_FAILED and isinstance(exc, UPSTREAM_FAILURES):
             return await self._mirror_upstream_failure(exc)
         raise exc  # a bug of ours, or an error the await loop would not catch either
 
-    async def _copy_body_awaiting(self, upstream: aiohttp.ClientResponse,
-                                  response: web.StreamResponse) -> web.StreamResponse:
-        """The await loop: read a chunk, timestamp it, record it, write it."""
-        feed = self.recorder.feed
+    async def _copy_awaiting(self, upstream: aiohttp.ClientResponse,
+                             response: web.StreamResponse, stage) -> web.StreamResponse:
+        """The await loop: read a chunk, timestamp it, pass it through the fault's stage (when
+        one is armed) to the sink. The relay's fallback, and the path of every fault."""
         read = upstream.content.readany
-        write = response.write
-        capture = self.capture
-        clock, t0 = self.clock, self.t0
+        downstream = self.downstream
+        send, now = downstream.send, self.now
         try:
             while True:
-                chunk = await read()
+                try:
+                    chunk = await read()
+                except UPSTREAM_FAILURES as exc:
+                    if stage is not None:
+                        await stage.flush()  # what arrived before it broke
+                    return await self._mirror_upstream_failure(exc)
                 if not chunk:
                     break
-                t = (clock() - t0) * 1000.0
-                self.last_byte_ms = t
-                feed(chunk, t)
-                if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
-                    capture += chunk
-                self.writing = True
-                try:
-                    await write(chunk)
-                except ConnectionError as exc:
-                    return self._client_gone(exc)
-                finally:
-                    self.writing = False
-                self.downstream_bytes += len(chunk)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError) as exc:
-            return await self._mirror_upstream_failure(exc)
-        try:
-            return await self.finish_upstream_clean(upstream, response)
+                t = now()
+                downstream.last_byte_ms = t
+                if stage is None:
+                    await send(chunk, t)
+                    continue
+                answered = await stage.passed(chunk, t)
+                if answered is not None:
+                    return answered
+            linger = None
+            if stage is not None:
+                await stage.flush()
+                linger = stage.linger()
+            return await self.finish_upstream_clean(upstream, response, linger)
         except ConnectionError as exc:
             return self._client_gone(exc)
 
@@ -449,7 +527,7 @@ class Exchange:
         self.ending.downstream_status = status
         self.ending.downstream_end_ms = self.now()
         response = proxy_error_response(status, code, message)
-        self.downstream_bytes = len(response.body)  # type: ignore[arg-type]
+        self.downstream.bytes = len(response.body)  # type: ignore[arg-type]
         return response
 
     # -- the record ------------------------------------------------------------------------------
@@ -461,8 +539,8 @@ class Exchange:
             return
         self.recorded = True
         try:
-            self.ending.downstream_bytes = self.downstream_bytes
-            self.ending.upstream_retry = self.upstream_attempt.retry
+            self.ending.downstream_bytes = self.downstream.bytes
+            self.ending.upstream_retry = self.attempt.retry
             if self.fault is not None:
                 self.ending.fault = self.fault.as_record()
             if (self.ending.downstream_status is None and self.response is not None
@@ -471,8 +549,11 @@ class Exchange:
             recorder, ending, duration = self.recorder, self.ending, self.now()
             recorder.on_exchange_end(ending, duration)
             captured = None
-            if self.capture is not None:
-                captured = {"request": self.request_body, "response": bytes(self.capture)}
+            capture = self.downstream.capture
+            if capture is not None:
+                streamed = self.upload.captured if self.upload is not None else None
+                captured = {"request": self.request_body if streamed is None else streamed,
+                            "response": bytes(capture)}
             # The exchange is over: nothing touches recorder or ending again, so the record can
             # be finished on the store's thread rather than here on the event loop.
             record = recorder.finish(ending, duration) if finish_now else (

@@ -15,6 +15,8 @@ from yarl import URL
 
 from streamtap.diagnostics.redaction.redact import redact_path, safe_id
 
+from streamtap.proxy.connection.aiohttp_hooks import BareResponse
+
 # RFC 9110 7.6.1, plus Expect (aiohttp answers 100-continue itself) and Content-Length (aiohttp
 # recomputes it from the body it forwards, which is the body it received).
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
@@ -74,17 +76,9 @@ def downstream_response_headers(headers) -> CIMultiDict:
                        if name.lower() not in HOP_BY_HOP and name.lower() not in named)
 
 
-class PassThroughResponse(web.StreamResponse):
-    """A StreamResponse that adds nothing: aiohttp would add Content-Type, Date and Server."""
-
-    _ADDED_BY_AIOHTTP = (hdrs.CONTENT_TYPE, hdrs.DATE, hdrs.SERVER)
-
-    async def _prepare_headers(self) -> None:
-        had = {name for name in self._ADDED_BY_AIOHTTP if name in self.headers}
-        await super()._prepare_headers()
-        for name in self._ADDED_BY_AIOHTTP:
-            if name not in had:
-                self.headers.popall(name, None)
+class PassThroughResponse(BareResponse):
+    """The answer a client gets from an upstream: the upstream's headers, nothing added (aiohttp
+    would add Content-Type, Date and Server)."""
 
 
 def proxy_error_response(status: int, code: str, message: str) -> web.Response:

@@ -5,6 +5,8 @@ SDKs can read, one log line and one trace record with boundary `proxy`, like any
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
@@ -12,6 +14,7 @@ from aiohttp.web_protocol import RequestHandler
 from streamtap.diagnostics.redaction.redact import hashed_id, safe_id
 from streamtap.diagnostics.redaction.secrets import looks_like_key
 from streamtap.proxy.config import Route
+from streamtap.proxy.connection.aiohttp_hooks import HandlerRunner
 from streamtap.proxy.serve.forward import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
 
@@ -56,10 +59,14 @@ class ProxyRequestHandler(RequestHandler):
     text 400 that echoes the start of the header, and logs a traceback. streamtap answers with
     its own JSON error, without the header, logs one line and writes a record."""
 
+    def __init__(self, manager, *, proxy, **kwargs):
+        super().__init__(manager, **kwargs)
+        self.proxy = proxy
+
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
-        proxy = getattr(self._manager, "proxy", None)
-        if proxy is None or not isinstance(exc, HttpProcessingError) or status != 400:
+        proxy = self.proxy
+        if not isinstance(exc, HttpProcessingError) or status != 400:
             return super().handle_error(request, status, exc, message)
         if request.writer.output_size > 0:  # same rule as aiohttp: the answer is on its way
             raise ConnectionError("response already started")
@@ -85,24 +92,8 @@ class ProxyRequestHandler(RequestHandler):
         return response
 
 
-class ProxyServer(web.Server):
-    def __init__(self, *args, proxy=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.proxy = proxy
-
-    def __call__(self) -> RequestHandler:
-        return ProxyRequestHandler(self, loop=self._loop, **self._kwargs)
-
-
-class ProxyRunner(web.AppRunner):
-    """An AppRunner whose connections use ProxyRequestHandler."""
-
-    def __init__(self, app: web.Application, proxy, **kwargs):
-        super().__init__(app, **kwargs)
-        self.proxy = proxy
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        return ProxyServer(server.request_handler, request_factory=server.request_factory,
-                           handler_cancellation=server.handler_cancellation, loop=server._loop,
-                           proxy=self.proxy, **server._kwargs)
+def proxy_runner(app: web.Application, proxy, **kwargs) -> web.AppRunner:
+    """An AppRunner whose connections use ProxyRequestHandler, when aiohttp still lets a runner
+    choose (aiohttp_hooks); else aiohttp's own, which answers an unparsable request itself."""
+    return HandlerRunner(app, functools.partial(ProxyRequestHandler, proxy=proxy),
+                         enabled=proxy.fast_path.refusals is None, **kwargs)

@@ -24,7 +24,7 @@ from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.forced import (STOP_SIGNALS, exit_at_once_on_signal, exit_process,
                                            force_exit)
-from streamtap.proxy.serve.refusals import ProxyRunner
+from streamtap.proxy.serve.refusals import proxy_runner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route, parse_listen
 from streamtap.proxy.route_typos import typo_warnings
 from streamtap.proxy.serve.metrics import METRICS_PATH, metrics_only_app
@@ -82,14 +82,16 @@ def fault_lines(rules) -> list[str]:
 
 
 def banner(config: Config, port: int, trace_problem: str | None = None,
-           metrics_port: int | None = None) -> str:
+           metrics_port: int | None = None, fast_path: str = "on") -> str:
+    """What `serve` prints once listening. `fast_path`: aiohttp_hooks.FastPath.status()."""
     host = config.host if ":" not in config.host else f"[{config.host}]"
     lines = [f"streamtap {__version__} listening on http://{host}:{port}",
              f"traces: {Path(config.trace_dir).resolve()}  (one folder per session)",
              "routes: /NAME/rest goes to UPSTREAM_URL/rest, as is; a client needs its base URL",
              *route_lines(config.routes, host, port),
              *typo_warnings(config.routes),
-             *fault_lines(config.faults)]
+             *fault_lines(config.faults),
+             f"fast_path: {fast_path}"]
     if trace_problem:
         lines[1] = (f"traces: UNUSABLE: {trace_problem}; records will fail until this is fixed "
                     "(traffic is still forwarded; see GET /_streamtap/health)")
@@ -168,22 +170,23 @@ async def listen(runner: web.AppRunner, host: str, port: int,
                  flag: str = "--port") -> int | None:
     """Start listening; return the bound port, or None (said on stderr) if the port is taken."""
     site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
+    known = len(runner.addresses)  # of sites started before this one
     try:
         await site.start()
     except OSError as exc:
         print(f"streamtap: cannot listen on {host}:{port}: {exc.strerror or exc} "
               f"(choose another with {flag})", file=sys.stderr)
         return None
-    return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner.addresses[known][1]  # this site's first socket
 
 
 def app_runner(app: web.Application, config: Config) -> web.AppRunner:
     """The runner for the proxy's app (shared by `serve` and the Python API's Proxy): requests
-    aiohttp refuses before a handler runs still get a record (refusals.ProxyRunner)."""
-    return ProxyRunner(app, app[PROXY_KEY], handler_cancellation=True, access_log=None,
-                         max_line_size=config.max_header_bytes,
-                         max_field_size=config.max_header_bytes,
-                         shutdown_timeout=SHUTDOWN_GRACE_S)
+    aiohttp refuses before a handler runs still get a record (refusals.proxy_runner)."""
+    return proxy_runner(app, app[PROXY_KEY], handler_cancellation=True, access_log=None,
+                        max_line_size=config.max_header_bytes,
+                        max_field_size=config.max_header_bytes,
+                        shutdown_timeout=SHUTDOWN_GRACE_S)
 
 
 def ready_line(host: str, port: int) -> str:
@@ -230,11 +233,13 @@ async def serve(config: Config, ready: asyncio.Event | None = None,
         await close_proxy(runner, store, exporter)
         return 1
     settle_garbage_collector()
+    fast_path = app[PROXY_KEY].fast_path.status()
     if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
-        print(banner(config, port, problem, metrics_port), file=sys.stderr, flush=True)
+        print(banner(config, port, problem, metrics_port, fast_path), file=sys.stderr,
+              flush=True)
         print(ready_line(config.host, port), flush=True)
     else:
-        print(banner(config, port, problem, metrics_port), flush=True)
+        print(banner(config, port, problem, metrics_port, fast_path), flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()

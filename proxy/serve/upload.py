@@ -4,9 +4,10 @@ summarised from its first and last bytes (the record says `summary_truncated`)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
+from aiohttp.streams import StreamReader
 
 # A request body up to this size is read whole and summarised whole; a larger one is streamed.
 SUMMARY_PREFIX_BYTES = 2 * 1024 * 1024
@@ -36,29 +37,41 @@ async def read_head(request: web.Request, limit: int) -> tuple[bytes, bool] | No
     return bytes(head), False
 
 
-async def stream(exchange, head: bytes) -> AsyncIterator[bytes]:
-    """The request body for the upstream, as it arrives: the head already read, then the rest
-    chunk by chunk; its size and last bytes go to the recorder at the end. Past the limit it
-    stops with RequestBodyTooLarge (and says so on the exchange, which answers 413)."""
-    limit = exchange.proxy.config.max_request_body_bytes
-    sent = len(head)
-    tail = head[-SUMMARY_TAIL_BYTES:]
-    exchange.body_head = b""
-    capture = bytearray(head) if exchange.capture is not None else None
-    yield head
-    del head
-    async for chunk in exchange.request.content.iter_any():
-        sent += len(chunk)
-        if sent > limit:
-            exchange.body_over_limit = True
-            raise RequestBodyTooLarge(sent)
-        tail = (tail + chunk)[-SUMMARY_TAIL_BYTES:]
-        if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
-            capture += chunk
-        exchange.recorder.request["body_bytes"] = sent
-        # The idle watchdog waits for the upstream; a long upload is not the upstream idling.
-        exchange.last_byte_ms = exchange.now()
-        yield chunk
-    exchange.recorder.on_request_body_end(sent, tail)
-    if capture is not None:
-        exchange.request_body = bytes(capture)
+class StreamedBody:
+    """A request body streamed upstream as it arrives: its first bytes (read already), the rest
+    chunk by chunk. Its size and last bytes go to the recorder at the end. Past `limit` it stops
+    with RequestBodyTooLarge, and `over_limit` says so (the exchange answers 413)."""
+
+    def __init__(self, content: StreamReader, head: bytes, limit: int, recorder,
+                 moved: Callable[[], None], capture: bool):
+        self.content = content
+        self.head = head
+        self.limit = limit
+        self.recorder = recorder
+        self.moved = moved  # a piece went upstream: the idle watchdog's clock, not the upstream's
+        self.capture = capture
+        self.over_limit = False
+        self.captured: bytes | None = None  # the whole body, with --capture-bodies
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """aiohttp's request body: it sends each piece as this yields it."""
+        head, self.head = self.head, b""
+        sent = len(head)
+        tail = head[-SUMMARY_TAIL_BYTES:]
+        capture = bytearray(head) if self.capture else None
+        yield head
+        del head
+        async for chunk in self.content.iter_any():
+            sent += len(chunk)
+            if sent > self.limit:
+                self.over_limit = True
+                raise RequestBodyTooLarge(sent)
+            tail = (tail + chunk)[-SUMMARY_TAIL_BYTES:]
+            if capture is not None and len(capture) < MAX_CAPTURE_BYTES:
+                capture += chunk
+            self.recorder.request["body_bytes"] = sent
+            self.moved()
+            yield chunk
+        self.recorder.on_request_body_end(sent, tail)
+        if capture is not None:
+            self.captured = bytes(capture)

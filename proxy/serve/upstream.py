@@ -18,8 +18,9 @@ given up unwritten, like the closing transport above.
 from __future__ import annotations
 
 import select
+from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 
@@ -36,12 +37,17 @@ STALE_REASON = "stale_pooled_connection"
 MAX_ABORTED_BODY = 64 * 1024
 
 
+def _nothing() -> None:
+    pass
+
+
 @dataclass
 class Attempt:
-    """What the pool learned while sending one request, read back by the exchange.
+    """One request on its way upstream: what the pool learned while sending it, read back by the
+    exchange, and what the exchange wants told (`connected`, `sent`: its timeline's marks).
 
-    The trace context (`trace_request_ctx`) of every request sent through `UpstreamPool.send`
-    carries one of these as its `upstream_attempt` attribute.
+    It is the trace context (`trace_request_ctx`) of the request, which aiohttp hands to every
+    TraceConfig callback.
     """
 
     reused: bool = False  # the current try went out on a connection taken from the pool
@@ -51,6 +57,8 @@ class Attempt:
     # exception types and aiohttp's own messages about the socket, never request content).
     retry: dict | None = None
     tries: int = 0
+    connected: Callable[[], None] = field(default=_nothing, repr=False)  # a connection is had
+    sent: Callable[[], None] = field(default=_nothing, repr=False)  # a piece of it went out
 
     def begin(self) -> None:
         self.tries += 1
@@ -59,7 +67,8 @@ class Attempt:
         self.polled = False
 
 
-# The attempt the current task is sending, for the connector (which sees no trace context).
+# The attempt the current task is sending, for the connector: aiohttp hands a connector no trace
+# context, and its connection (whose socket is polled before the first write) to no trace callback.
 _SENDING: ContextVar[Attempt | None] = ContextVar("streamtap_upstream_attempt", default=None)
 
 
@@ -107,16 +116,24 @@ class UpstreamPool:
     fresh: aiohttp.ClientSession
     retries: int = 0  # stale connections retried since start
 
-    async def send(self, ctx, method: str, url, *, data: bytes | None = None,
-                   **kwargs) -> aiohttp.ClientResponse:
+    async def send(self, attempt: Attempt, method: str, url, *, data: bytes | None = None,
+                   raw_body: bool = False, **kwargs) -> aiohttp.ClientResponse:
         """`session.request(...)`, retried once on a fresh connection if a reused one turned
-        out stale before a single byte of the request was written."""
-        attempt: Attempt = ctx.upstream_attempt
+        out stale before a single byte of the request was written. With `raw_body` the
+        response's body is held for the relay (body/tap.py: `attach` or `release` it); without,
+        aiohttp reads it."""
+        response = await self._send(attempt, method, url, data=data, **kwargs)
+        if not raw_body:
+            bodytap.release(response)
+        return response
+
+    async def _send(self, attempt: Attempt, method: str, url, *, data: bytes | None = None,
+                    **kwargs) -> aiohttp.ClientResponse:
         attempt.begin()
         tracker = aiohttp.UploadTracker()
         sending = _SENDING.set(attempt)
         try:
-            return await self.session.request(method, url, data=data, trace_request_ctx=ctx,
+            return await self.session.request(method, url, data=data, trace_request_ctx=attempt,
                                               upload_tracker=tracker, **kwargs)
         except (aiohttp.ClientError, OSError) as exc:
             if not (attempt.reused and nothing_was_written(tracker, data)):
@@ -127,7 +144,8 @@ class UpstreamPool:
         finally:
             _SENDING.reset(sending)
         attempt.begin()
-        return await self.fresh.request(method, url, data=data, trace_request_ctx=ctx, **kwargs)
+        return await self.fresh.request(method, url, data=data, trace_request_ctx=attempt,
+                                        **kwargs)
 
     async def close(self) -> None:
         await self.session.close()
@@ -162,13 +180,13 @@ def attempt_trace_config() -> aiohttp.TraceConfig:
     config = aiohttp.TraceConfig()
 
     async def reused(session, ctx, params) -> None:
-        attempt = getattr(ctx.trace_request_ctx, "upstream_attempt", None)
-        if attempt is not None:
+        attempt = ctx.trace_request_ctx
+        if isinstance(attempt, Attempt):
             attempt.reused = True
 
     async def before_write(session, ctx, params) -> None:
-        attempt = getattr(ctx.trace_request_ctx, "upstream_attempt", None)
-        if attempt is None or not attempt.reused or attempt.polled:
+        attempt = ctx.trace_request_ctx
+        if not isinstance(attempt, Attempt) or not attempt.reused or attempt.polled:
             return
         attempt.polled = True
         if peer_has_closed(attempt.transport):
@@ -180,9 +198,11 @@ def attempt_trace_config() -> aiohttp.TraceConfig:
     return config
 
 
-def open_pool(connect_timeout_s: float | None,
-              trace_configs: list[aiohttp.TraceConfig]) -> UpstreamPool:
-    """The app's sessions (created inside its event loop, closed in `cleanup_ctx`)."""
+def open_pool(connect_timeout_s: float | None, trace_configs: list[aiohttp.TraceConfig],
+              relay_bodies: bool = True) -> UpstreamPool:
+    """The app's sessions (created inside its event loop, closed in `cleanup_ctx`). With
+    `relay_bodies` (aiohttp_hooks found the tap's hooks), response bodies can be relayed as they
+    arrive; an aiohttp that refuses the tap all the same is an error, never a silent slow path."""
     traces = [*trace_configs, attempt_trace_config()]
 
     def session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
@@ -197,7 +217,10 @@ def open_pool(connect_timeout_s: float | None,
 
     pooled = PoolConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_TIMEOUT_S)
     fresh = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=True)
-    for connector in (pooled, fresh):  # response bodies can be relayed as they arrive
-        bodytap.install(connector)
+    if relay_bodies:
+        for connector in (pooled, fresh):
+            if not bodytap.install(connector):
+                raise RuntimeError("aiohttp_hooks.check() found the body tap's hooks, yet the "
+                                   "connector refused the tap: bring check() up to date")
     return UpstreamPool(session(pooled), session(fresh))
 

@@ -43,15 +43,15 @@ class Watchdog:
         now = ex.now()
         waits = []
         if self.idle_ms:
-            idle_for = now - max(ex.last_byte_ms, self._base_ms)
-            if idle_for >= self.idle_ms and not ex.writing:
+            idle_for = now - max(ex.downstream.last_byte_ms, self._base_ms)
+            if idle_for >= self.idle_ms and not ex.downstream.writing:
                 ex.interrupt("idle")
                 return
             waits.append(self.idle_ms - idle_for)
         if self.progress_ms:
             last = ex.recorder.state.last_progress_ms
             quiet_for = now - max(last if last is not None else 0.0, self._base_ms)
-            if quiet_for >= self.progress_ms and not ex.writing:
+            if quiet_for >= self.progress_ms and not ex.downstream.writing:
                 ex.interrupt("progress")
                 return
             waits.append(self.progress_ms - quiet_for)

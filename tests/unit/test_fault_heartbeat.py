@@ -14,12 +14,12 @@ from streamtap.diagnostics.faults.rules import parse_fault_header
 def beats_sent(header: str, framing: str) -> list[bytes]:
     sent: list[bytes] = []
 
-    async def deliver(_response, data: bytes) -> None:
+    async def send(data: bytes, _t: float) -> None:
         sent.append(data)
 
     exchange = SimpleNamespace(recorder=SimpleNamespace(dialect=SimpleNamespace(framing=framing)),
-                               deliver=deliver)
-    beat = FaultRun(exchange, parse_fault_header(header)).heartbeat(response=None)
+                               downstream=SimpleNamespace(send=send), now=lambda: 0.0)
+    beat = FaultRun(exchange, parse_fault_header(header)).heartbeat()
     if beat is not None:
         asyncio.run(beat())
     return sent

@@ -17,18 +17,20 @@ Backpressure: when the client's transport passes its high-water mark (the server
 `pause_writing`), the relay stops reading the upstream socket, and resumes when aiohttp's own
 drain waiter resolves (`resume_writing`). At most one socket read is written past the mark.
 
-How it plugs into aiohttp's server side (3.14): the answer's StreamWriter (`_payload_writer`)
+How it plugs into aiohttp's server side, all public: the answer's StreamWriter (`request.writer`)
 gives the transport, the framing (`chunked`, `length`) and the byte count (`output_size`) the
-relay keeps up to date; the server protocol gives `_paused` and `_drain_waiter`. `start` refuses
-(and the Exchange falls back to its await loop, after giving the body back to aiohttp's parser)
-whenever an assumption does not hold: a response aiohttp compresses itself, a body not held by
-`tap`, an aiohttp without these attributes. (An upstream gzip body is relayed: it passes
-through compressed, as always; the recorder decompresses its copy.)
+relay keeps up to date; the server protocol says `writing_paused`, and the writer's `drain()`
+says when it is not any more. `start` refuses (and the Exchange falls back to its await loop,
+after giving the body back to aiohttp's parser) whenever an assumption does not hold: a response
+aiohttp compresses itself, a body not held by `tap`, a writer not of aiohttp's own class
+(aiohttp_hooks.plain_writer). (An upstream gzip body is relayed: it passes through compressed, as
+always; the recorder decompresses its copy.)
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiohttp import ClientResponse
 from aiohttp.client_exceptions import ClientConnectionResetError
@@ -36,6 +38,9 @@ from aiohttp.http_writer import StreamWriter
 from aiohttp.web import StreamResponse
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody
+
+from streamtap.proxy.connection import aiohttp_hooks as hooks
+from streamtap.proxy.serve.body.downstream import Downstream
 from streamtap.proxy.serve.body.tap import MalformedBodyError, TappedResponseHandler
 
 # How the relay ended: what the Exchange does next.
@@ -48,9 +53,10 @@ INTERNAL = "internal"  # a bug of ours: re-raised, recorded as internal_error
 class Relay:
     """Copies one response body from the upstream connection to the client transport."""
 
-    def __init__(self, exchange, handler: TappedResponseHandler, writer: StreamWriter,
-                 capture_limit: int):
-        self.exchange = exchange
+    def __init__(self, handler: TappedResponseHandler, writer: StreamWriter,
+                 downstream: Downstream, now: Callable[[], float]):
+        self.downstream = downstream
+        self.now = now
         self.handler = handler
         self.framing = handler.framing
         self.writer = writer
@@ -61,31 +67,25 @@ class Relay:
         self.as_is = (isinstance(self.framing, ChunkedBody) and writer.chunked) or (
             isinstance(self.framing, LengthBody) and not writer.chunked)
         self.chunked = writer.chunked
-        self.feed = exchange.recorder.feed
-        self.now = exchange.now
-        self.capture = exchange.capture
-        self.capture_limit = capture_limit
-        self.ended: asyncio.Future = exchange.loop.create_future()
+        self.ended: asyncio.Future = asyncio.get_running_loop().create_future()
         self.finished = False
         self.held = False  # upstream reading paused because the client is slow
+        self.draining: asyncio.Future | None = None  # writer.drain() while held
         self.framed = 0  # bytes written to the client, framing included (aiohttp's output_size)
 
     # -- the hot path: one socket read of the body ------------------------------------------------
     def data(self, data: bytes) -> None:
-        """Timestamp, de-frame, record, write, then check the body's end and backpressure."""
+        """Timestamp, de-frame, deliver, write, then check the body's end and backpressure."""
         if self.finished:
             return  # the rest of a read that came after the end: the Exchange is closing it
-        exchange = self.exchange
+        downstream = self.downstream
         try:
             t = self.now()
-            exchange.last_byte_ms = t
+            downstream.last_byte_ms = t
             framing = self.framing
             forward, payload = framing.feed(data)
             if payload:
-                self.feed(payload, t)
-                capture = self.capture
-                if capture is not None and len(capture) < self.capture_limit:
-                    capture += payload
+                downstream.delivered(payload, t)
             transport = self.transport
             if transport.is_closing():
                 self._finish(CLIENT_GONE,
@@ -105,13 +105,13 @@ class Relay:
             if out:
                 self.framed += len(out)
                 transport.write(out)
-            exchange.downstream_bytes += size
+            downstream.bytes += size  # written: counted as Downstream.send counts
             if framing.error is not None:
                 self._finish(UPSTREAM_FAILED, MalformedBodyError(framing))
             elif framing.complete:
                 self.handler.body_done(framing.extra)
                 self._finish(EOF, None)
-            elif self.protocol._paused:
+            elif self.protocol.writing_paused:
                 self._hold()
         except ConnectionError as exc:
             self._finish(CLIENT_GONE, exc)
@@ -136,26 +136,26 @@ class Relay:
             self._finish(UPSTREAM_FAILED, exc)
 
     def _hold(self) -> None:
-        """The client's buffer is full: stop reading the upstream until aiohttp's drain waiter
-        (resolved by the server protocol's resume_writing) says it has room again."""
+        """The client's buffer is full: stop reading the upstream until the writer's drain()
+        (which the server protocol's resume_writing ends) says it has room again."""
         if self.held:
             return
         self.held = True
-        self.exchange.writing = True  # backpressure is the client's doing, not upstream idleness
+        self.downstream.writing = True  # backpressure is the client's doing, not upstream idleness
         self.up_transport.pause_reading()
-        protocol = self.protocol
-        waiter = protocol._drain_waiter
-        if waiter is None:
-            waiter = protocol._drain_waiter = self.exchange.loop.create_future()
-        waiter.add_done_callback(self._released)
+        # Never cancelled: it awaits the server protocol's own drain waiter, which aiohttp's
+        # next write would find cancelled. It ends when the client reads or leaves.
+        self.draining = asyncio.ensure_future(self.writer.drain())
+        self.draining.add_done_callback(self._released)
 
     def _released(self, waiter: asyncio.Future) -> None:
         # Always retrieve the outcome, so a lost connection is never logged as unretrieved.
         lost = ConnectionError("Connection lost") if waiter.cancelled() else waiter.exception()
+        self.draining = None
         if self.finished:
             return
         self.held = False
-        self.exchange.writing = False
+        self.downstream.writing = False
         if lost is not None:
             self._finish(CLIENT_GONE, lost)
             return
@@ -170,7 +170,7 @@ class Relay:
         if self.finished:
             return
         self.finished = True
-        self.exchange.writing = False
+        self.downstream.writing = False
         if not self.ended.done():
             self.ended.set_result((how, exc))
 
@@ -178,16 +178,17 @@ class Relay:
         """The exchange is over: stop taking the upstream's bytes and bring aiohttp's byte count
         up to date. Idempotent."""
         self.finished = True
-        self.exchange.writing = False
+        self.downstream.writing = False
         self.handler.detach()
         self.writer.output_size += self.framed
         self.framed = 0
 
 
-def start(exchange, upstream: ClientResponse, response: StreamResponse,
-          capture_limit: int) -> Relay | None:
-    """Take over the body copy of `upstream` into `response` (prepared, headers sent), or None
-    when the relay cannot (the body is then aiohttp's again, for the Exchange's await loop)."""
+def start(upstream: ClientResponse, response: StreamResponse, writer, downstream: Downstream,
+          now: Callable[[], float]) -> Relay | None:
+    """Take over the body copy of `upstream` into `response` (prepared, headers sent; `writer`
+    is its request's), or None when the relay cannot (the body is then aiohttp's again, for the
+    Exchange's await loop)."""
     connection = upstream.connection
     handler = connection.protocol if connection is not None else None
     if not isinstance(handler, TappedResponseHandler):
@@ -195,20 +196,14 @@ def start(exchange, upstream: ClientResponse, response: StreamResponse,
     if not handler.holding():
         handler.release()
         return None
-    try:
-        writer = response._payload_writer
-        usable = (type(writer) is StreamWriter and writer._compress is None and not writer._eof
-                  and not writer._headers_buf and writer._headers_written
-                  and writer._on_chunk_sent is None and writer.on_body_write is None
-                  and writer.transport is not None and not writer.transport.is_closing()
-                  and hasattr(writer.protocol, "_drain_waiter")
-                  and hasattr(writer.protocol, "_paused")
-                  and handler.transport is not None)
-    except AttributeError:  # another aiohttp: its private attributes moved
-        usable = False
+    usable = (hooks.plain_writer(writer) and response.prepared and not response.compression
+              and writer.on_body_write is None and writer.transport is not None
+              and not writer.transport.is_closing() and handler.transport is not None)
+    if usable:
+        writer.send_headers()  # already sent by prepare(): the relay's bytes must follow them
     if not usable:
         handler.release()
         return None
-    relay = Relay(exchange, handler, writer, capture_limit)
+    relay = Relay(handler, writer, downstream, now)
     handler.attach(relay)
     return relay

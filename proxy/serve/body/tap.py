@@ -3,11 +3,11 @@
 aiohttp reads a response in its connection protocol, `ResponseHandler.data_received`: the C
 parser takes the head, then de-chunks the body into a StreamReader, and a proxy that reads that
 reader pays for the parser, the reader and its own re-framing on every chunk. streamtap's upstream
-connections use `TappedResponseHandler` instead. For a request sent with `WANT_RAW_BODY` set, it
-gives the parser the response head only, then holds the body's bytes, exactly as they came off the
-socket, until the exchange either takes them (`attach`: from then on each read goes to its sink
+connections use `TappedResponseHandler` instead. It gives the parser the response head only, then
+holds the body's bytes, exactly as they came off the socket, until the exchange either takes them (`attach`: from then on each read goes to its sink
 from `data_received`, with no parser in between) or gives them back (`release`: the parser, which
-has seen exactly the head, reads them as if nothing had happened). A response with no body, an
+has seen exactly the head, reads them as if nothing had happened; the pool does so at once for a
+request whose body aiohttp is to read, upstream.UpstreamPool.send). A response with no body, an
 informational or upgrade answer, or a head this module cannot split safely is left to aiohttp.
 
 A body aiohttp's parser reads after all (a fault rule is armed, or the relay could not start) is
@@ -21,20 +21,15 @@ When the sink has read a whole body it calls `body_done`: aiohttp's reader is th
 (`feed_eof`), which is what returns the connection to the pool, and the next request on it gets a
 fresh parser from `set_response_params` as usual.
 
-This module is the one place that leans on aiohttp's client internals: the `ResponseHandler` it
-subclasses and that class's `_payload`, `_buffer`, `_skip_payload`, `_parser`, `_read_timeout`
-attributes, `StreamReader._buffer`, and `TCPConnector._factory`, where a connector names its
-protocol class.
-`tests/test_bodytap.py` checks each of them, so an aiohttp upgrade that moves one fails there,
-loudly, rather than in a user's traffic; if one is gone, `install` leaves the connector alone and
-every body takes aiohttp's own path.
+It leans on aiohttp's client internals (the `ResponseHandler` it subclasses, that class's parser,
+payload and timer, `TCPConnector._factory`) only through proxy/connection/aiohttp_hooks.py, which
+checks each at start-up: if one is gone, the pool does not install the tap and every body takes
+aiohttp's own path, and the banner and the health endpoint say `fast_path: off (...)`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from contextvars import ContextVar
 
 from aiohttp import ClientPayloadError, hdrs
 from aiohttp.client_proto import ResponseHandler
@@ -43,8 +38,7 @@ from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
 
-# Set by an exchange around sending its request: the response's body is to be held for it.
-WANT_RAW_BODY: ContextVar[bool] = ContextVar("streamtap_want_raw_body", default=False)
+from streamtap.proxy.connection import aiohttp_hooks as hooks
 
 MAX_HEAD = 256 * 1024  # past this without the head's end, the parser decides (it refuses it)
 HOLD_LIMIT = 256 * 1024  # body bytes held before the exchange attaches: then reading pauses
@@ -77,7 +71,6 @@ class TappedResponseHandler(ResponseHandler):
         self._held_paused = False
         self._lost: tuple[BaseException | None] | None = None  # lost while holding
         self._sink = None
-        self._keep_body = False  # hold the body for the exchange (else aiohttp's parser reads it)
         self._watched = 0  # body bytes the parser was given while watched
         # A broken body's reader and its error, raised once the reader has handed out its bytes.
         self._failed: tuple[StreamReader, MalformedBodyError] | None = None
@@ -85,11 +78,10 @@ class TappedResponseHandler(ResponseHandler):
 
     # -- aiohttp's calls ------------------------------------------------------------------------
     def set_response_params(self, **kwargs) -> None:
-        # Called for every request on this connection, from the sending task (so it sees that
-        # task's WANT_RAW_BODY), before any byte of the response is parsed.
+        # Called for every request on this connection, before any byte of its response is
+        # parsed. A body aiohttp is to decompress is aiohttp's to read.
         auto_decompress = kwargs.get("auto_decompress", True)
         self._tap = _PASS if auto_decompress else _HEAD
-        self._keep_body = WANT_RAW_BODY.get()
         self._head_bytes = b""
         self._held, self._held_size, self._lost = [], 0, None
         self._sink = self.framing = self._failed = None
@@ -99,8 +91,8 @@ class TappedResponseHandler(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         state = self._tap
         if state == _RAW:  # the hot path: the body's bytes to the sink, as they arrived
-            if self._read_timeout:
-                self._reschedule_timeout()
+            if self.read_timeout:
+                hooks.restart_read_timer(self)
             self._sink.data(data)
         elif state == _PASS:
             super().data_received(data)
@@ -119,7 +111,7 @@ class TappedResponseHandler(ResponseHandler):
             self._raise_failure()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        state, sink, payload = self._tap, self._sink, self._payload
+        state, sink, payload = self._tap, self._sink, hooks.body_reader(self)
         if state == _HOLD:
             # Kept until the held bytes have gone where the exchange says (attach, release):
             # told now, aiohttp's parser would end the body without them.
@@ -156,7 +148,7 @@ class TappedResponseHandler(ResponseHandler):
         if self._lost is not None:
             still_attached = self._sink is sink  # the body did not end within the held bytes
             self._tap, self._sink = _PASS, None
-            payload, exc = self._payload, self._lost[0]
+            payload, exc = hooks.body_reader(self), self._lost[0]
             self._connection_lost_now()
             if still_attached:
                 sink.lost(self._failure(payload, exc))
@@ -184,8 +176,8 @@ class TappedResponseHandler(ResponseHandler):
         if extra:
             self.force_close()
         # The parser still thinks it is inside this body; the next request gets a new one.
-        self._parser = None
-        payload = self._payload
+        hooks.forget_parser(self)
+        payload = hooks.body_reader(self)
         if payload is not None:
             payload.feed_eof()
 
@@ -216,11 +208,10 @@ class TappedResponseHandler(ResponseHandler):
             head, buffered = buffered[:end + 4], buffered[end + 4:]
             self._head_bytes = b""
             super().data_received(head)
-            # DataQueue holds ((message, payload), size) for ClientResponse.start to read.
-            message = self._buffer[-1][0][0] if self._buffer else None
+            message = hooks.parsed_head(self)
             # The C parser's message is its own class, with the fields of RawResponseMessage.
             if (not all(hasattr(message, field) for field in _MESSAGE_FIELDS)
-                    or self._exception is not None or self._upgraded):
+                    or hooks.cannot_take_body(self)):
                 self._give_back(buffered)
                 return
             if message.code in EMPTY_BODY_STATUS_CODES and message.code >= 200:
@@ -237,21 +228,14 @@ class TappedResponseHandler(ResponseHandler):
             if self.framing is None:
                 self._give_back(buffered)
                 return
-            if not self._keep_body:  # aiohttp reads it: a chunked body is watched on the way
-                if isinstance(self.framing, ChunkedBody):
-                    self._tap = _WATCH
-                    self._watch(buffered)
-                else:
-                    self._give_back(buffered)
-                return
             self._tap = _HOLD
             if buffered:
                 self._hold(buffered)
             return
 
     def _framing(self, message):
-        payload = self._payload
-        if (self._skip_payload or payload is None or payload is EMPTY_PAYLOAD
+        payload = hooks.body_reader(self)
+        if (hooks.skips_body(self) or payload is None or payload is EMPTY_PAYLOAD
                 or type(payload) is not StreamReader or payload.is_eof()):
             return None
         if message.chunked:
@@ -277,17 +261,18 @@ class TappedResponseHandler(ResponseHandler):
         if clean > 0:
             super().data_received(data[:clean])
         # The parser sees nothing more, and the connection's end must not replace this error.
-        self._parser = None
+        hooks.forget_parser(self)
         self.force_close()
-        if self._payload is not None:
-            self._failed = (self._payload, MalformedBodyError(framing))
+        payload = hooks.body_reader(self)
+        if payload is not None:
+            self._failed = (payload, MalformedBodyError(framing))
             self._raise_failure()
 
     def _raise_failure(self) -> None:
         """Fail the body, once aiohttp's reader holds none of its bytes (readany raises a set
         error before handing out what it holds)."""
         payload, failure = self._failed
-        if not payload._buffer:
+        if not hooks.reader_holds_bytes(payload):
             self._failed = None
             payload.set_exception(failure)
 
@@ -328,9 +313,13 @@ class TappedResponseHandler(ResponseHandler):
 def install(connector) -> bool:
     """Make `connector` open TappedResponseHandler connections. False (and the connector left as
     it is) on an aiohttp whose connectors no longer name their protocol this way."""
-    factory = getattr(connector, "_factory", None)
-    if not isinstance(factory, functools.partial) or factory.func is not ResponseHandler:
-        return False
-    connector._factory = functools.partial(TappedResponseHandler, *factory.args,
-                                           **factory.keywords)
-    return True
+    return hooks.use_protocol(connector, TappedResponseHandler)
+
+
+def release(response) -> None:
+    """Give a body held for `response` (an aiohttp ClientResponse) back to aiohttp's parser, to
+    be read the ordinary way; nothing when its connection is not a tapped one."""
+    connection = response.connection
+    handler = connection.protocol if connection is not None else None
+    if isinstance(handler, TappedResponseHandler):
+        handler.release()
