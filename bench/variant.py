@@ -70,7 +70,7 @@ class StoreThreadTimer:
 
     PARTS = (("finish", "streamtap.diagnostics.record.recorder", "Recorder", "finish"),
              ("write", "streamtap.proxy.store", None, "write_record"),
-             ("log_and_feed", "streamtap.proxy.serve.app", "Proxy", "finished"))
+             ("log_and_feed", "streamtap.proxy.serve.app", "RunningProxy", "finished"))
 
     def __init__(self) -> None:
         self.spent: dict[str, list[float]] = {name: [] for name, *_ in self.PARTS}
@@ -116,12 +116,12 @@ def apply(variant: str, timer: GcTimer) -> None:
     elif variant == "switch-1ms":
         sys.setswitchinterval(0.001)
     elif variant == "no-log":
-        from streamtap.proxy.serve.app import Proxy
+        from streamtap.proxy.serve.app import RunningProxy
 
         def metrics_only(self, record, path=None):
             self.metrics.observe(record)
 
-        Proxy.log_exchange = metrics_only
+        RunningProxy.log_exchange = metrics_only
     elif variant == "no-lag-monitor":
         from streamtap.proxy.serve import looplag
 

@@ -16,7 +16,7 @@ The hooks, by who uses them:
 - the relay (proxy/serve/body/relay.py): the server's `StreamWriter`, whose public `transport`,
   `chunked`, `length` and `output_size` it keeps up to date; private only in that aiohttp does not
   promise a writer of its own class.
-- the refusals (proxy/serve/refusals.py): `AppRunner._make_server`, `Server._loop` and
+- the refusals (proxy/serve/runner.py): `AppRunner._make_server`, `Server._loop` and
   `_kwargs`, to give connections a RequestHandler whose `handle_error` streamtap overrides.
 - `StreamResponse._prepare_headers`, where aiohttp adds Content-Type, Date and Server.
 """

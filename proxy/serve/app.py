@@ -20,7 +20,7 @@ from streamtap.proxy.serve.looplag import LoopLag
 from streamtap.proxy.serve.metrics import metrics_handler
 from streamtap.proxy.export.prometheus import PrometheusMetrics
 from streamtap.diagnostics.faults.rules import FaultBook
-from streamtap.proxy.serve.forward import Exchange
+from streamtap.proxy.serve.exchange import Exchange
 from streamtap.proxy.serve.passthrough import proxy_error_response
 from streamtap.proxy.serve.upstream import Attempt, UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
@@ -31,11 +31,12 @@ from streamtap.proxy.readout.routes import add_readout_routes
 from streamtap.proxy.store import TraceStore
 
 CONTROL_PREFIX = "/_streamtap/"
-PROXY_KEY: web.AppKey["Proxy"] = web.AppKey("proxy")
+PROXY_KEY: web.AppKey["RunningProxy"] = web.AppKey("proxy")
 
 
-class Proxy:
-    """What every exchange shares: config, the pooled upstream session, the store, the log."""
+class RunningProxy:
+    """What every exchange of a running proxy shares (not the Python API's `streamtap.Proxy`,
+    which starts one): config, the pooled upstream session, the store, the log."""
 
     def __init__(self, config: Config, store: TraceStore, log, exporter=None):
         self.config = config
@@ -149,7 +150,7 @@ def repeats_route_prefix(url: str, rest: str) -> bool:
 
 
 def build_app(config: Config, store: TraceStore, log, exporter=None) -> web.Application:
-    proxy = Proxy(config, store, log, exporter)
+    proxy = RunningProxy(config, store, log, exporter)
     app = web.Application(client_max_size=config.max_request_body_bytes + 1)
     app[PROXY_KEY] = proxy
 

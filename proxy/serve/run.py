@@ -24,7 +24,7 @@ from streamtap import __version__
 from streamtap.proxy.serve.app import PROXY_KEY, build_app
 from streamtap.proxy.serve.forced import (STOP_SIGNALS, exit_at_once_on_signal, exit_process,
                                            force_exit)
-from streamtap.proxy.serve.refusals import proxy_runner
+from streamtap.proxy.serve.runner import proxy_runner
 from streamtap.proxy.config import DEFAULT_ROUTES, Config, Route, parse_listen
 from streamtap.proxy.route_typos import typo_warnings
 from streamtap.proxy.serve.metrics import METRICS_PATH, metrics_only_app
@@ -182,7 +182,7 @@ async def listen(runner: web.AppRunner, host: str, port: int,
 
 def app_runner(app: web.Application, config: Config) -> web.AppRunner:
     """The runner for the proxy's app (shared by `serve` and the Python API's Proxy): requests
-    aiohttp refuses before a handler runs still get a record (refusals.proxy_runner)."""
+    aiohttp refuses before a handler runs still get a record (runner.py)."""
     return proxy_runner(app, app[PROXY_KEY], handler_cancellation=True, access_log=None,
                         max_line_size=config.max_header_bytes,
                         max_field_size=config.max_header_bytes,

@@ -144,7 +144,7 @@ def test_the_graph_is_read_from_the_source():
     edges = {(name, target) for name, target, _, _ in graph()}
     assert ("streamtap.diagnostics.record.recorder",
             "streamtap.diagnostics.verdict.classify") in edges
-    assert ("streamtap.proxy.serve.forward", "streamtap.proxy.faults.inject") in edges
+    assert ("streamtap.proxy.serve.exchange", "streamtap.proxy.faults.inject") in edges
     lazy = {(name, target) for name, target, _, is_lazy in graph() if is_lazy}
     assert ("streamtap.proxy.testing.plugin", "streamtap.proxy.testing.fixture") in lazy
 
