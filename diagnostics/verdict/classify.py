@@ -205,7 +205,7 @@ def classify(f: Facts, table: tuple[Rule, ...] = RULES) -> dict:
         verdict.summary += " " + sentence
     for code in f.notes:
         verdict.evidence.append(code)
-        verdict.summary += " " + say.NOTE_SENTENCES.get(code, f"({code})")
+        verdict.summary += " " + say.note(code)
     armed = say.armed_not_fired(f)
     if armed:
         verdict.evidence.append("fault_armed_not_fired")

@@ -249,6 +249,11 @@ NOTE_SENTENCES = {
 }
 
 
+def note(code: str) -> str:
+    """The sentence of one of the proxy's own observations (Ending.notes)."""
+    return NOTE_SENTENCES.get(code, f"({code})")
+
+
 # Why an armed rule did not fire although its trigger may have come: the record's
 # `fault.fallback` (proxy/faults/inject.py), said in words.
 FAULT_FALLBACK_SENTENCES = {
