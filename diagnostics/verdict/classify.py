@@ -128,7 +128,7 @@ class Rule:
         return verdict
 
 
-def read(column, f: Facts):
+def read(column: object, f: Facts) -> object:
     """A column's value for these facts: the function's answer, or the fixed value itself."""
     return column(f) if callable(column) else column
 
