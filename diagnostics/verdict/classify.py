@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamtap.diagnostics.dialects import dialect_class as registered_dialect
 from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.verdict import conditions as when
 from streamtap.diagnostics.verdict import sentences as say
@@ -26,7 +25,7 @@ from streamtap.diagnostics.verdict.columns import (
     http_codes, http_retryable, proxy_reason_code, proxy_retryable, since_last_frame,
     stream_error_codes, stream_phase, stream_retryable, unknown_shape_codes, upstream_codes,
     watchdog_code, watchdog_phase, watchdog_silence)
-from streamtap.diagnostics.verdict.conditions import SLOWING_FAULTS  # recorder.py reads it here
+from streamtap.diagnostics.verdict.conditions import SLOWING_FAULTS  # record/ending.py reads it here
 from streamtap.diagnostics.verdict.proxylag import lag_explains
 
 
