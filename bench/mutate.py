@@ -9,9 +9,9 @@ lives only in memory, in a forked child that swaps the mutated code object into 
 function: the worktree is never written. Equivalent mutants are read from
 `bench/mutation_equivalents.toml` and listed with their reason, not counted.
 
-Why not a maintained tool: mutmut 3 skips decorated functions (every rule of classify.py is
-decorated with `@rule`) and cosmic-ray runs the whole test command for every mutant (no per-test
-selection from coverage), which is hours on this suite.
+Why not a maintained tool: mutmut 3 skips decorated functions (the rules of classify.py were
+decorated with `@rule` when this was chosen) and cosmic-ray runs the whole test command for every
+mutant (no per-test selection from coverage), which is hours on this suite.
 
 Limit: tests that drive a proxy *subprocess* cannot see an in-memory mutant, so they are not
 used; a verdict must be pinned by a test that runs the code in the test process.
@@ -42,7 +42,9 @@ from mutants import (Mutant, apply_mutant, find_mutants, import_mutated, import_
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "bench" / "mutation_equivalents.toml"
 VERDICT_MODULES = (
-    "diagnostics/verdict/classify.py", "diagnostics/dialects/stream.py",
+    "diagnostics/verdict/classify.py", "diagnostics/verdict/conditions.py",
+    "diagnostics/verdict/columns.py", "diagnostics/verdict/sentences.py",
+    "diagnostics/dialects/stream.py",
     "diagnostics/redaction/redact.py", "diagnostics/redaction/secrets.py",
     "diagnostics/decode/sse.py", "diagnostics/faults/triggers.py", "diagnostics/faults/rules.py",
     "diagnostics/dialects/openai_chat.py", "diagnostics/dialects/openai_responses.py",

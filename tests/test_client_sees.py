@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -151,20 +152,28 @@ def _emitted(source: str, names: dict, *, only_returned_pairs: bool) -> tuple[se
 
 
 def rule_table_codes() -> tuple[set, set]:
-    """Every evidence code classify.py can emit, and the verdict modules it imports (those hand
-    it `(code, sentence)` pairs)."""
-    source = Path(classify.__file__).read_text()
-    codes, prefixes = _emitted(source, vars(classify), only_returned_pairs=False)
+    """Every evidence code the rule table (classify.RULES) can emit: the codes a row names as
+    data, the lists classify.py and the modules of the rows' evidence functions build, and the
+    verdict modules those import (they hand codes over as `(code, sentence)` pairs)."""
+    codes = {code for row in classify.RULES if not callable(row.evidence) for code in row.evidence}
+    prefixes: set[str] = set()
+    builders = {classify} | {inspect.getmodule(row.evidence) for row in classify.RULES
+                             if callable(row.evidence)}
     package = "streamtap.diagnostics.verdict"
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package):
-            for alias in node.names:
-                name = node.module if node.module != package else f"{package}.{alias.name}"
-                module = importlib.import_module(name)
-                more = _emitted(Path(module.__file__).read_text(), vars(module),
-                                only_returned_pairs=True)
-                codes |= more[0]
-                prefixes |= more[1]
+    for builder in builders:
+        source = Path(builder.__file__).read_text()
+        more = _emitted(source, vars(builder), only_returned_pairs=False)
+        codes |= more[0]
+        prefixes |= more[1]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package):
+                for alias in node.names:
+                    name = node.module if node.module != package else f"{package}.{alias.name}"
+                    module = importlib.import_module(name)
+                    more = _emitted(Path(module.__file__).read_text(), vars(module),
+                                    only_returned_pairs=True)
+                    codes |= more[0]
+                    prefixes |= more[1]
     return codes, prefixes
 
 

@@ -13,7 +13,10 @@ from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record import recorder as recorder_module
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.verdict import classify as cl
-from streamtap.diagnostics.verdict.classify import Facts, classify, doing, error_retryable, trigger_words
+from streamtap.diagnostics.verdict import columns, conditions
+from streamtap.diagnostics.verdict.classify import Facts, classify
+from streamtap.diagnostics.verdict.columns import error_retryable
+from streamtap.diagnostics.verdict.sentences import doing, trigger_words
 
 APPLY_PATCH = {"index": 0, "name": "apply_patch", "arg_chunks": 5, "completed": False}
 UNNAMED = {"index": 1, "name": None, "arg_chunks": 2, "completed": False}
@@ -566,8 +569,8 @@ def test_rule_table(row):
 def test_every_rule_of_the_table_has_a_row():
     spoken = set()
     for given, _ in ROWS.values():
-        spoken.add(next(rule.__name__ for rule in cl.RULES if rule(given) is not None))
-    assert spoken == {rule.__name__ for rule in cl.RULES}
+        spoken.add(next(rule.name for rule in cl.RULES if rule.when(given)))
+    assert spoken == {rule.name for rule in cl.RULES}
 
 
 @pytest.mark.parametrize("at, words", [
@@ -625,12 +628,12 @@ RETRY = ["overloaded_error", "server_error", "api_error", "rate_limit_exceeded",
          "internal", "timeout", "E503", "E529", "E500", "E502"]
 
 
-@pytest.mark.parametrize("status", sorted(cl.RETRYABLE_STATUSES) + [501, 599])
+@pytest.mark.parametrize("status", sorted(columns.RETRYABLE_STATUSES) + [501, 599])
 def test_retryable_statuses(status):
     assert error_retryable(status) is True
 
 
-@pytest.mark.parametrize("status", sorted(cl.NOT_RETRYABLE_STATUSES))
+@pytest.mark.parametrize("status", sorted(columns.NOT_RETRYABLE_STATUSES))
 def test_final_statuses(status):
     assert error_retryable(status) is False
     assert error_retryable(status, "overloaded") is False  # the status outranks a retry word
@@ -656,9 +659,9 @@ def test_what_gives_no_advice():
 
 
 def test_the_retry_sets_are_what_the_providers_document():
-    assert cl.RETRYABLE_STATUSES == {408, 409, 425, 429, 500, 502, 503, 504, 529}
-    assert cl.NOT_RETRYABLE_STATUSES == {400, 401, 402, 403, 404, 405, 413, 422}
-    assert cl.SLOWING_FAULTS == ("delay", "throttle")
+    assert columns.RETRYABLE_STATUSES == {408, 409, 425, 429, 500, 502, 503, 504, 529}
+    assert columns.NOT_RETRYABLE_STATUSES == {400, 401, 402, 403, 404, 405, 413, 422}
+    assert conditions.SLOWING_FAULTS == ("delay", "throttle")
 
 
 # -- facts_from_record: the facts the rules read are the record's ----------------------------

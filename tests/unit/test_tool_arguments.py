@@ -14,7 +14,8 @@ import pytest
 
 from streamtap.diagnostics.dialects import arguments
 from streamtap.diagnostics.dialects.arguments import MAX_HELD_ARGUMENTS, ArgumentCheck
-from streamtap.diagnostics.verdict.classify import classify, doing
+from streamtap.diagnostics.verdict.classify import classify
+from streamtap.diagnostics.verdict.sentences import doing
 from streamtap.diagnostics.dialects.stream import StreamState
 from tests.unit.dialect_feed import feed, line, sse
 from tests.unit.test_classify_table import APPLY_PATCH, OPEN, facts, verdict
