@@ -8,7 +8,7 @@ import sys
 
 import structlog
 
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.redaction.redact import scrub
 from streamtap.diagnostics.verdict.errors import describe, errno_name
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from streamtap.diagnostics.record.schema import encode_record, index_line
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 
 QUEUE_LIMIT = 10_000  # records waiting for the disk; past this they are dropped and logged
 REPORT_EVERY_S = 60.0  # while writes keep failing, one line a minute with the count

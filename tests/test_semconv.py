@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from streamtap.diagnostics.record.schema import record_from_dict
-from streamtap.diagnostics.record.types import Outcome
+from streamtap.diagnostics.trace_record import Outcome
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import error_type, record_to_span
 from streamtap.proxy.config import ConfigError, from_mapping, otlp_from_env

@@ -20,7 +20,7 @@ from tests.fakeprovider import Scenario
 from tests.proxyproc import ProxyProcess, new_session
 from tests.streams import chat_text_stream
 from streamtap.diagnostics.record.schema import encode_record, record_from_dict
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.proxy.store import TraceStore, append_line
 
 

@@ -9,7 +9,7 @@ from streamtap.diagnostics.dialects import dialect_class as registered_dialect
 from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.stream import StreamState
 from streamtap.diagnostics.record.ending import Ending
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.verdict.classify import Facts, media_type
 
 

@@ -25,7 +25,7 @@ from streamtap.diagnostics.redaction.messages import settle_messages
 from streamtap.diagnostics.record.schema import SCHEMA_VERSION
 from streamtap.diagnostics.record.ending import Ending, close_facts, proxy_lag
 from streamtap.diagnostics.record.facts import facts_from_record
-from streamtap.diagnostics.record.types import Outcome, TraceRecord
+from streamtap.diagnostics.trace_record import Outcome, TraceRecord
 from streamtap.diagnostics.redaction.redact import (REQUEST_HEADERS_KEPT, RESPONSE_HEADERS_KEPT,
                                                     find_request_id, keep_headers, query_keys,
                                                     redact_path)

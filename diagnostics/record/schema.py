@@ -2,8 +2,8 @@
 the projections of a record (the index line, the silence `show` names).
 
 Readers (show, report, samples, replay) accept every version we ever wrote: each old version is
-upgraded one step at a time, then decoded into the typed record (record/types.py), which checks
-every field's type; a record from a newer streamtap is refused with what to do.
+upgraded one step at a time, then decoded into the typed record (diagnostics/trace_record.py),
+which checks every field's type; a record from a newer streamtap is refused with what to do.
 
 Version 2 is the typed record: every field is written, None when unknown. Version 1 left out what
 it did not know (a request's `model`, an error's `status`, sections added later such as `close`),
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import msgspec
 
 from streamtap.diagnostics.errors import UserError
-from streamtap.diagnostics.record.types import Frame, Timeline, TraceRecord
+from streamtap.diagnostics.trace_record import Frame, Timeline, TraceRecord
 from streamtap.diagnostics.verdict.outward import client_fields
 
 SCHEMA_VERSION = 2

@@ -15,7 +15,7 @@ from msgspec import to_builtins
 
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.errors import UserError
-from streamtap.diagnostics.record.types import StreamError, TraceRecord, stated
+from streamtap.diagnostics.trace_record import StreamError, TraceRecord, stated
 
 SAMPLE_SCHEMA_VERSION = 1
 SAMPLE_ENDINGS = ("terminal", "clean_close", "reset", "truncated", "stalled", "client_gone",

@@ -14,7 +14,7 @@ from msgspec import to_builtins
 
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.errors import UserError
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.samples.format import (SampleError, answered_by_streamtap,
                                                    build_sample, check_sample)
 

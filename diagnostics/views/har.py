@@ -14,7 +14,7 @@ from datetime import datetime
 
 from msgspec import to_builtins
 
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 
 HAR_VERSION = "1.2"
 

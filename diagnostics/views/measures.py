@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamtap.diagnostics.record.schema import longest_silence_ms
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import error_type, operation_name
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamtap.diagnostics.record.types import (ErrorFacts, FaultFacts, StreamError, ToolCall,
+from streamtap.diagnostics.trace_record import (ErrorFacts, FaultFacts, StreamError, ToolCall,
                                                   TraceRecord, stated)
 from streamtap.diagnostics.verdict.proxylag import lag_warning
 

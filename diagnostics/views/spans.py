@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
-from streamtap.diagnostics.record.types import Outcome, TraceRecord
+from streamtap.diagnostics.trace_record import Outcome, TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.errors import UserError
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from streamtap import __version__
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.views.har import har_log
 from streamtap.proxy.readout.tracedir import TraceError, read_record
 from streamtap.proxy.readout.traces import read_index_since, record_path, select

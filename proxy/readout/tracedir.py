@@ -16,7 +16,7 @@ from pathlib import Path
 
 from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.record.schema import RecordVersionError, record_from_dict
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.proxy.config import Config
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from streamtap.diagnostics.record.index_fields import NotAnIndexLine, parse_index_line
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.verdict.client_sees import QUIET_FAILURES, listed_as_failed
 from streamtap.proxy.readout.tracedir import TraceError, read_record, session_dirs, since_cutoff
 

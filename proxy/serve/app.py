@@ -25,7 +25,7 @@ from streamtap.proxy.serve.passthrough import proxy_error_response
 from streamtap.proxy.serve.upstream import Attempt, UpstreamPool, open_pool
 from streamtap.proxy.serve.refusals import refuse_unknown_route
 from streamtap.diagnostics.record.schema import index_line
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.proxy.logs import canonical_fields
 from streamtap.proxy.readout.routes import add_readout_routes
 from streamtap.proxy.store import TraceStore

@@ -22,6 +22,7 @@ PACKAGES = {"diagnostics": "streamtap.diagnostics", "proxy": "streamtap.proxy"}
 LAYERS = {
     "diagnostics": (
         ("errors",),  # the StreamtapError family every layer raises
+        ("trace_record",),  # the typed trace record: data only, read by the verdict and above
         ("decode",),  # bytes -> frames: SSE, NDJSON, JSON array, chunked framing
         ("redaction",),  # secrets, headers, messages: what a record may hold
         ("dialects",),  # frames -> normalized events, and the stream state they fold into

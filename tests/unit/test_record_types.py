@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from streamtap.diagnostics.record import types
+from streamtap.diagnostics import trace_record as types
 from streamtap.diagnostics.record.schema import (SCHEMA_VERSION, RecordVersionError, decode_record,
                                                   encode_record, index_line, record_as_dict,
                                                   record_from_dict)

@@ -9,7 +9,7 @@ import pytest
 
 from streamtap.diagnostics.record.schema import encode_record, record_from_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
-from streamtap.diagnostics.record.types import TraceRecord
+from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.views import genai_conventions as sc
 from streamtap.diagnostics.views.spans import SpanError, otel_ids, record_to_span
 from tests.streams import CANARY_ARG, CANARY_OUTPUT, chat_tool_stream, chat_text_stream

@@ -1,6 +1,8 @@
 """The trace record, typed: one frozen structure per section, in the order a record file holds
 them. Written at every stream's end, read by every view, the index line, the log line and the
-samples; nothing outside diagnostics/record/ reads a record by string key.
+samples; nothing but the schema (diagnostics/record/schema.py, its reader, writer and upgrades)
+reads a record by string key. Data only, so it sits at the bottom of diagnostics/: the verdict's
+facts (verdict/classify.py) hold its sections too, though the verdict sits below the recorder.
 
 msgspec's Structs rather than dataclasses: the record is encoded on the proxy's hot path at each
 stream end and decoded by every reader, and msgspec does both (with type checks on read) several
