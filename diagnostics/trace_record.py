@@ -176,6 +176,10 @@ class ErrorFacts(Section):
     message_dropped: str | UnsetType = UNSET  # why error_message was dropped (a fixed code)
 
 
+# An exchange without an error, read like an error whose every field is unknown.
+NO_ERROR = ErrorFacts()
+
+
 class Downstream(Section):
     status: int | None = None
     ended: str = "complete"  # complete | aborted | client_gone

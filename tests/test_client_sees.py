@@ -311,11 +311,11 @@ def test_every_ending_of_every_dialect(dialect, name, sees, reason, sentence):
     assert (said is not None and outcome["summary"].endswith(" " + said)) is sentence
     if name == "complete":  # the provider's own word is kept next to the normalized one
         assert record["stream"]["finish_reason"] == PROVIDER_REASON[dialect]
-    # derived again from the verdict alone (how views read a record written before): the same
+    # derived again from the verdict alone when a version-1 record without them is read: the same
     older = {key: value for key, value in outcome.items()
              if key not in ("client_sees", "normalized_finish_reason")}
-    assert client_fields(older, record["dialect"], record["stream"]) == {
-        "client_sees": sees, "normalized_finish_reason": reason}
+    upgraded = record_from_dict({**record, "schema_version": 1, "outcome": older}).outcome
+    assert (upgraded.client_sees, upgraded.normalized_finish_reason) == (sees, reason)
 
 
 def test_the_silent_truncation_sentence_is_the_issues():
@@ -435,5 +435,4 @@ def test_a_complete_span_gives_the_normalized_reason(dialect):
      {"client_sees": "hang", "normalized_finish_reason": "interrupted"}),
 ])
 def test_client_fields_of_a_hang(outcome, expected):
-    stream = {"finish_reason": "stop", "tool_calls": []}
-    assert client_fields(outcome, "openai-chat", stream) == expected
+    assert client_fields(outcome, "openai-chat", "stop", tool_called=False) == expected

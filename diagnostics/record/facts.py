@@ -3,8 +3,6 @@ recorder just built, and from what only the recorder knows (the stream's phase, 
 
 from __future__ import annotations
 
-from msgspec import to_builtins
-
 from streamtap.diagnostics.dialects import dialect_class as registered_dialect
 from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.stream import StreamState
@@ -19,15 +17,13 @@ def facts_from_record(record: TraceRecord, state: StreamState, ending: Ending) -
     stream = record.stream
     timeline = record.timeline
     dialect_class = registered_dialect(record.dialect)
-    # The rules read the error, the stream's errors, the tools and the close as JSON objects
-    # (their fields are the record's names, docs/record.md).
-    tools = to_builtins(stream.tool_calls)
+    tools = stream.tool_calls
     response = record.response
     return Facts(
         provider=record.provider or record.route or "the provider",
         dialect=record.dialect,
         status=response.status if response else None,
-        error=to_builtins(record.error),
+        error=record.error,
         upstream=ending.upstream,
         downstream=ending.downstream,
         watchdog_fired=ending.watchdog_fired,
@@ -38,17 +34,17 @@ def facts_from_record(record: TraceRecord, state: StreamState, ending: Ending) -
         terminal=stream.terminal,
         dialect_has_terminal=bool(dialect_class and dialect_class.terminal_names),
         finish_reason=stream.finish_reason,
-        stream_errors=to_builtins(stream.errors),
+        stream_errors=stream.errors,
         phase=state.phase,
         event_counts=stream.event_counts,
         frame_count=stream.frame_count,
-        open_tools=[call for call in tools if not call["completed"]],
-        completed_tools=[call for call in tools if call["completed"]],
+        open_tools=[call for call in tools if not call.completed],
+        completed_tools=[call for call in tools if call.completed],
         protocol_errors=stream.protocol_errors,
         unterminated=any(frame.kind == ev.UNTERMINATED for frame in record.frames[-3:]),
         max_gap_ms=timeline.max_gap_ms,
         all_forwarded=(record.downstream.bytes or 0) >= stream.bytes,
-        server_tools=to_builtins(stream.server_tools),
+        server_tools=stream.server_tools,
         upstream_retried=record.upstream_retry is not None,
         stream_requested=record.request.stream is True,
         content_type=media_type(response.content_type if response else None),
@@ -59,7 +55,7 @@ def facts_from_record(record: TraceRecord, state: StreamState, ending: Ending) -
         first_byte_ms=timeline.first_byte,
         last_event_ms=timeline.last_event,
         terminal_ms=timeline.terminal_event,
-        close=to_builtins(record.close),
+        close=record.close,
         **silence_facts(record),
     )
 

@@ -391,7 +391,9 @@ class Recorder:
             **remove_credentials_everywhere(sections, self.echoes),
             "frames": frames,
         }, TraceRecord)
+        stream = record.stream
         outcome = with_client_view(classify(facts_from_record(record, state, ending)),
-                                   record.dialect, sections["stream"])
+                                   record.dialect, stream.finish_reason,
+                                   any(call.completed for call in stream.tool_calls))
         outcome = remove_credentials_everywhere(outcome, self.echoes)
         return msgspec.structs.replace(record, outcome=msgspec.convert(outcome, Outcome))

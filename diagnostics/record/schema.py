@@ -29,7 +29,10 @@ def _v1_to_v2(record: dict) -> dict:
     outcome = record.get("outcome")
     if isinstance(outcome, dict):
         stream = record.get("stream") if isinstance(record.get("stream"), dict) else {}
-        outcome = {**outcome, **client_fields(outcome, record.get("dialect"), stream)}
+        called = any(isinstance(call, dict) and call.get("completed")
+                     for call in stream.get("tool_calls") or ())
+        outcome = {**outcome, **client_fields(outcome, record.get("dialect"),
+                                              stream.get("finish_reason"), called)}
     return {**record, "outcome": outcome, "schema_version": 2}
 
 

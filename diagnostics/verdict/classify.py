@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.dialects import events as ev
+from streamtap.diagnostics.trace_record import Close, ErrorFacts, ServerTool, StreamError, ToolCall
 from streamtap.diagnostics.verdict import conditions as when
 from streamtap.diagnostics.verdict import sentences as say
 from streamtap.diagnostics.verdict import silences
@@ -36,7 +37,7 @@ class Facts:
     provider: str
     dialect: str | None
     status: int | None
-    error: dict | None
+    error: ErrorFacts | None
     upstream: str
     downstream: str
     watchdog_fired: str | None
@@ -47,17 +48,17 @@ class Facts:
     terminal: str | None
     dialect_has_terminal: bool
     finish_reason: str | None
-    stream_errors: list[dict]
+    stream_errors: list[StreamError]
     phase: str
     event_counts: dict[str, int]
     frame_count: int
-    open_tools: list[dict] = field(default_factory=list)
-    completed_tools: list[dict] = field(default_factory=list)
+    open_tools: list[ToolCall] = field(default_factory=list)
+    completed_tools: list[ToolCall] = field(default_factory=list)
     protocol_errors: dict[str, int] = field(default_factory=dict)
     unterminated: bool = False
     max_gap_ms: float = 0.0
     all_forwarded: bool = False  # the client was sent every byte the upstream sent
-    server_tools: list[dict] = field(default_factory=list)  # tools the provider ran itself
+    server_tools: list[ServerTool] = field(default_factory=list)  # tools the provider ran itself
     upstream_retried: bool = False  # a stale pooled connection was retried on a fresh one
     stream_requested: bool = False  # the request body said `"stream": true`
     content_type: str | None = None  # the response's media type, lower case, no parameters
@@ -71,7 +72,7 @@ class Facts:
     first_byte_ms: float | None = None
     last_event_ms: float | None = None
     terminal_ms: float | None = None
-    close: dict = field(default_factory=dict)
+    close: Close = Close()
     # streamtap's own worst event-loop lag while the exchange was open, and when it ended
     # (proxylag.py); None in records from before it was measured.
     proxy_lag_max_ms: float | None = None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
+from streamtap.diagnostics.trace_record import NO_ERROR, stated
 from streamtap.diagnostics.verdict import silences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,9 +65,9 @@ def client_codes(f: Facts) -> list[str]:
 
 
 def connect_codes(f: Facts) -> list[str]:
-    error = f.error or {}
-    code = error.get("code") or error.get("type")
-    connect = error.get("where") == "upstream_connect"
+    error = f.error or NO_ERROR
+    code = error.code or error.type
+    connect = error.where == "upstream_connect"
     evidence = ["upstream_connect_error" if connect else "upstream_no_response"]
     if code:
         evidence.append(str(code).lower())
@@ -85,16 +86,16 @@ def http_codes(f: Facts) -> list[str]:
 
 def unknown_shape_codes(f: Facts) -> list[str]:
     first = f.stream_errors[0]
-    kind = first.get("type") or first.get("code")
+    kind = first.type or first.code
     evidence = [UNKNOWN_SHAPE] + ([str(kind)] if kind else []) + (
-        ["sse_unknown_field"] if first.get("field") else [])
+        ["sse_unknown_field"] if stated(first.field) else [])
     return evidence + upstream_cut(f)
 
 
 def stream_error_codes(f: Facts) -> list[str]:
     first = f.stream_errors[0]
-    kind = first.get("type") or first.get("code")
-    evidence = [first["shape"]] + ([str(kind)] if kind else [])
+    kind = first.type or first.code
+    evidence = [first.shape] + ([str(kind)] if kind else [])
     return evidence + upstream_cut(f)
 
 
@@ -106,7 +107,7 @@ def upstream_cut(f: Facts) -> list[str]:
 
 
 def upstream_codes(f: Facts) -> list[str]:
-    code = (f.error or {}).get("code")
+    code = (f.error or NO_ERROR).code
     evidence = [f"upstream_{f.upstream}"]
     if code:
         evidence.append(str(code).lower())
@@ -141,12 +142,12 @@ def proxy_retryable(f: Facts) -> bool | None:
 
 
 def http_retryable(f: Facts) -> bool | None:
-    return error_retryable(f.status, http_error_kind(f), (f.error or {}).get("error_code"))
+    return error_retryable(f.status, http_error_kind(f), stated((f.error or NO_ERROR).error_code))
 
 
 def stream_retryable(f: Facts) -> bool | None:
     first = f.stream_errors[0]
-    return error_retryable(None, first.get("type"), first.get("code"), first.get("message"))
+    return error_retryable(None, first.type, first.code, first.message)
 
 
 def closed_retryable(f: Facts) -> bool:
@@ -154,8 +155,8 @@ def closed_retryable(f: Facts) -> bool:
 
 
 def http_error_kind(f: Facts) -> str | None:
-    error = f.error or {}
-    return error.get("error_type") or error.get("error_code")
+    error = f.error or NO_ERROR
+    return stated(error.error_type) or stated(error.error_code)
 
 
 def closed_after_finish(f: Facts) -> bool:

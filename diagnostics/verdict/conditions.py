@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamtap.diagnostics.dialects.base import UNKNOWN_SHAPE
+from streamtap.diagnostics.trace_record import NO_ERROR
 
 if TYPE_CHECKING:  # pragma: no cover
     from streamtap.diagnostics.verdict.classify import Facts
@@ -50,7 +51,7 @@ def client_went_away(f: Facts) -> bool:
 
 
 def could_not_connect(f: Facts) -> bool:
-    where = (f.error or {}).get("where")
+    where = (f.error or NO_ERROR).where
     return f.status is None and where in ("upstream_connect", "upstream_response")
 
 
@@ -61,8 +62,7 @@ def http_error_status(f: Facts) -> bool:
 def error_in_unknown_shape(f: Facts) -> bool:
     """An error-like object in a frame no dialect documents, or on an SSE field line clients
     ignore (GPUStack's `error: {...}`): the client saw at most an unknown event, maybe nothing."""
-    first = f.stream_errors[0] if f.stream_errors else {}
-    return first.get("shape") == UNKNOWN_SHAPE
+    return bool(f.stream_errors) and f.stream_errors[0].shape == UNKNOWN_SHAPE
 
 
 def error_inside_stream(f: Facts) -> bool:

@@ -61,13 +61,14 @@ def mapped(dialect: str | None, reason: str | None, called_tools: bool = False) 
     return value
 
 
-def normalized(outcome: dict, sees: str, dialect: str | None, stream: dict) -> str | None:
+def normalized(outcome: dict, sees: str, dialect: str | None, finish_reason: str | None,
+               tool_called: bool) -> str | None:
     """The record's `normalized_finish_reason`: the provider's, when the stream completed or the
     client got a whole answer (a stream that lost only its end marker); `error` when the client
-    was told of an error; `interrupted` when the stream was cut short without one."""
+    was told of an error; `interrupted` when the stream was cut short without one. `tool_called`:
+    a tool call of the stream completed."""
     if outcome.get("ok") or sees == cs.SUCCESS:
-        called = any(call.get("completed") for call in stream.get("tool_calls") or ())
-        return mapped(dialect, stream.get("finish_reason"), called)
+        return mapped(dialect, finish_reason, tool_called)
     if sees in (cs.ERROR, cs.IN_BAND_ERROR) and outcome.get("boundary") != "client_abort":
         return ERROR
     return INTERRUPTED

@@ -12,7 +12,8 @@ from streamtap.diagnostics.verdict import client_sees as cs
 from streamtap.diagnostics.verdict import finish_reasons
 
 
-def client_fields(outcome: dict, dialect: str | None, stream: dict) -> dict:
+def client_fields(outcome: dict, dialect: str | None, finish_reason: str | None,
+                  tool_called: bool) -> dict:
     """`client_sees` and `normalized_finish_reason` of an outcome that may lack them. Both are
     one of a few fixed words (client_sees.VALUES, finish_reasons.VALUES) or None: never text from
     the stream, so neither can hold a secret or content."""
@@ -21,14 +22,15 @@ def client_fields(outcome: dict, dialect: str | None, stream: dict) -> dict:
         sees = cs.judge(outcome.get("boundary"), outcome.get("evidence") or ())
     reason = outcome.get("normalized_finish_reason")
     if "normalized_finish_reason" not in outcome:
-        reason = finish_reasons.normalized(outcome, sees, dialect, stream)
+        reason = finish_reasons.normalized(outcome, sees, dialect, finish_reason, tool_called)
     return {"client_sees": sees, "normalized_finish_reason": reason}
 
 
-def with_client_view(outcome: dict, dialect: str | None, stream: dict) -> dict:
+def with_client_view(outcome: dict, dialect: str | None, finish_reason: str | None,
+                     tool_called: bool) -> dict:
     """The outcome with client_fields() set and, when the client was not told, the summary
     saying so."""
-    fields = client_fields(outcome, dialect, stream)
+    fields = client_fields(outcome, dialect, finish_reason, tool_called)
     sentence = cs.SENTENCES.get(fields["client_sees"])
     summary = outcome["summary"] + (" " + sentence if sentence else "")
     return {**outcome, "summary": summary, **fields}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from streamtap.diagnostics.decode.chunked import MALFORMATIONS
 from streamtap.diagnostics.dialects import events as ev
 from streamtap.diagnostics.dialects.arguments import TOO_LARGE
+from streamtap.diagnostics.trace_record import NO_ERROR, ToolCall, stated
 from streamtap.diagnostics.verdict import silences
 from streamtap.diagnostics.verdict.columns import http_error_kind
 
@@ -27,12 +28,12 @@ def doing(f: Facts, phase: str | None) -> str:
         return open_tool_call(f, f.open_tools[-1])
     if phase == ev.AFTER_TOOL_CALL and f.completed_tools:
         call = f.completed_tools[-1]
-        name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
+        name = f"`{call.name}`" if call.name else f"#{call.index}"
         return f"right after tool call {name} completed"
     if phase in (ev.SERVER_TOOL, ev.AFTER_SERVER_TOOL):
-        running = [tool for tool in f.server_tools if not tool["completed"]]
-        last = (running or f.server_tools or [{"type": None}])[-1]
-        label = ev.server_tool_label(last["type"])
+        running = [tool for tool in f.server_tools if not tool.completed]
+        last = (running or f.server_tools or [None])[-1]
+        label = ev.server_tool_label(last.type if last else None)
         if phase == ev.SERVER_TOOL:
             return f"while the provider was running its {label}"
         return f"right after the provider's {label} returned its result"
@@ -49,18 +50,18 @@ def doing(f: Facts, phase: str | None) -> str:
     }.get(phase or "", "at an unknown point of the stream")
 
 
-def open_tool_call(f: Facts, call: dict) -> str:
+def open_tool_call(f: Facts, call: ToolCall) -> str:
     """Where a call that never completed stood: its arguments still coming, or already whole
     (the client held parseable arguments, only the call's end was missing)."""
-    name = f"`{call['name']}`" if call["name"] else f"#{call['index']}"
-    chunks = f"{call['arg_chunks']} chunks"
-    if call.get("arg_parsed"):  # records before this field have none: they read as unknown
+    name = f"`{call.name}`" if call.name else f"#{call.index}"
+    chunks = f"{call.arg_chunks} chunks"
+    if call.arg_parsed:  # records before this field have none: they read as unknown
         missing = f": no {f.tool_call_end}" if f.tool_call_end else ""
         return (f"when the arguments of tool call {name} had arrived whole "
-                f"({call.get('arg_bytes')} bytes in {chunks}) but the call was never "
+                f"({call.arg_bytes} bytes in {chunks}) but the call was never "
                 f"finalized{missing}, so no tool ran")
-    if call.get("arg_unchecked") == TOO_LARGE:
-        chunks += (f", {call.get('arg_bytes')} bytes: too many for streamtap to check whether "
+    if call.arg_unchecked == TOO_LARGE:
+        chunks += (f", {call.arg_bytes} bytes: too many for streamtap to check whether "
                    "they had arrived whole")
     return (f"while the model was still writing the arguments of tool call {name} "
             f"({chunks}); the call never completed, so no tool ran")
@@ -147,13 +148,13 @@ def client_went_away(f: Facts, v: Verdict) -> str:
 
 
 def could_not_connect(f: Facts, v: Verdict) -> str:
-    error = f.error or {}
-    code = error.get("code") or error.get("type")
-    connect = error.get("where") == "upstream_connect"
+    error = f.error or NO_ERROR
+    code = error.code or error.type
+    connect = error.where == "upstream_connect"
     what = "could not connect to" if connect else "got no response headers from"
     # the message is built by streamtap from the errno name (verdict/errors.py), never a
     # library's text: "the name api.openai.com could not be resolved"
-    message = error.get("message")
+    message = error.message
     why = f": {message} ({code})" if message else f" ({code})"
     hint = (" Check the host in the route's URL and this machine's DNS."
             if str(code).startswith("EAI_") else "")
@@ -174,8 +175,8 @@ def http_error_status(f: Facts, v: Verdict) -> str:
 
 def error_in_unknown_shape(f: Facts, v: Verdict) -> str:
     first = f.stream_errors[0]
-    kind = first.get("type") or first.get("code")
-    field = first.get("field")
+    kind = first.type or first.code
+    field = stated(first.field)
     detail = f" ({kind})" if kind else ""
     if field:
         carrier = (f"on an SSE `{field}:` line, a field clients ignore, {doing(f, v.phase)}; no "
@@ -189,8 +190,8 @@ def error_in_unknown_shape(f: Facts, v: Verdict) -> str:
 
 def error_inside_stream(f: Facts, v: Verdict) -> str:
     first = f.stream_errors[0]
-    shape = first["shape"]
-    kind = first.get("type") or first.get("code")
+    shape = first.shape
+    kind = first.type or first.code
     detail = f" ({kind})" if kind else ""
     return (f"{f.provider} sent an error inside the stream{detail}, as "
             f"{'an' if shape[0] in 'aeiou' else 'a'} {shape.replace('_', ' ')}, "
@@ -198,7 +199,7 @@ def error_inside_stream(f: Facts, v: Verdict) -> str:
 
 
 def upstream_broke(f: Facts, v: Verdict) -> str:
-    malformation = MALFORMATIONS.get((f.error or {}).get("code"), "malformed framing")
+    malformation = MALFORMATIONS.get((f.error or NO_ERROR).code, "malformed framing")
     how = {"reset": "was reset", "truncated": "was closed mid-body (no final chunk)",
            "malformed": f"broke on a {malformation} (the upstream's HTTP chunked framing was "
                         "malformed)",

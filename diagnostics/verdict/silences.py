@@ -34,7 +34,7 @@ def seconds(ms: float) -> str:
 def client_close(f: "Facts") -> tuple[str, str] | None:
     """(`client_timeout` | `client_cancel`, the clause that says why), or None when the record
     has no close timing (records written before it was kept)."""
-    silence = f.close.get("silence_ms")
+    silence = f.close.silence_ms
     if silence is None:
         return None
     if silence >= CLIENT_TIMEOUT_MIN_SILENCE_MS and silence > f.max_gap_ms:
@@ -50,15 +50,15 @@ def client_close(f: "Facts") -> tuple[str, str] | None:
 def heartbeats_only(f: "Facts") -> tuple[str, str] | None:
     """Only keep-alives since the last real event (or the headers), for a long stretch, and the
     stream never completed: a client whose idle timer resets on any byte never fires."""
-    beats = f.close.get("heartbeats_since_event") or 0
+    beats = f.close.heartbeats_since_event or 0
     since = f.last_event_ms if f.last_event_ms is not None else f.headers_ms
-    end = f.close.get("at_ms")
+    end = f.close.at_ms
     if f.terminal is not None or beats < MIN_HEARTBEATS or since is None or end is None:
         return None
     stretch = end - since
     if stretch < LONG_STRETCH_MS:
         return None
-    interval = f.close.get("heartbeat_interval_ms") or 0.0
+    interval = f.close.heartbeat_interval_ms or 0.0
     after = "the last event" if f.last_event_ms is not None else "the headers"
     return ("heartbeats_only", f"For {seconds(stretch)} after {after} only keep-alives arrived "
                                f"({beats}, every {seconds(interval)}) and no event: a client "
@@ -68,7 +68,7 @@ def heartbeats_only(f: "Facts") -> tuple[str, str] | None:
 def headers_then_silence(f: "Facts") -> tuple[str, str] | None:
     """A 2xx/3xx answer whose body never sent a byte for a long stretch: the gap that matters is
     the one after the headers, not the time to first byte."""
-    end = f.close.get("at_ms")
+    end = f.close.at_ms
     if f.headers_ms is None or f.first_byte_ms is not None or end is None:
         return None
     if f.status is None or f.status >= 400 or end - f.headers_ms < LONG_STRETCH_MS:
@@ -86,18 +86,18 @@ CLOSERS = {"client": "the client", "streamtap": "streamtap"}
 def open_after_terminal(f: "Facts") -> tuple[str, str] | None:
     """The answer was complete but the connection was not: a client that waits for the close
     (rather than the terminal event) waited as long."""
-    parked = f.close.get("open_after_terminal_ms")
+    parked = f.close.open_after_terminal_ms
     if f.terminal is None or f.terminal_ms is None or parked is None:
         return None
     if parked < LONG_STRETCH_MS:
         return None
-    beats = f.close.get("heartbeats_since_event") or 0
+    beats = f.close.heartbeats_since_event or 0
     with_beats = ""
     if beats:
-        interval = f.close.get("heartbeat_interval_ms")
+        interval = f.close.heartbeat_interval_ms
         every = f" every {seconds(interval)}" if interval else ""
         with_beats = f", with {beats} keep-alive{'s' if beats > 1 else ''}{every},"
-    closer = CLOSERS.get(f.close.get("by") or "", f.provider)
+    closer = CLOSERS.get(f.close.by or "", f.provider)
     fault = f.fault or {}
     if fault.get("fired") and fault.get("action") == "hold":
         closer = f"streamtap (fault rule `{fault.get('name')}`)"

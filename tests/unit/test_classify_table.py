@@ -7,11 +7,13 @@ fails here, not in an end-to-end test that happens to look at one field.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record import recorder as recorder_module
 from streamtap.diagnostics.record.recorder import Ending, Recorder
+from streamtap.diagnostics.trace_record import Close, ErrorFacts, ServerTool, StreamError, ToolCall
 from streamtap.diagnostics.verdict import classify as cl
 from streamtap.diagnostics.verdict import columns, conditions
 from streamtap.diagnostics.verdict.classify import Facts, classify
@@ -23,6 +25,13 @@ UNNAMED = {"index": 1, "name": None, "arg_chunks": 2, "completed": False}
 WEATHER_DONE = {"index": 0, "name": "get_weather", "arg_chunks": 3, "completed": True}
 
 
+# Facts that hold sections of the record, written here as a record file holds them (JSON) and
+# read through the record's own types, as the recorder hands them over.
+RECORD_SECTIONS = {"error": ErrorFacts | None, "stream_errors": list[StreamError],
+                   "open_tools": list[ToolCall], "completed_tools": list[ToolCall],
+                   "server_tools": list[ServerTool], "close": Close}
+
+
 def facts(**changes) -> Facts:
     """A clean, complete openai-chat stream; each row changes what its rule reads."""
     base = dict(provider="openai", dialect="openai-chat", status=200, error=None,
@@ -30,7 +39,9 @@ def facts(**changes) -> Facts:
                 shutdown=False, proxy_reason=None, fault=None, terminal="[DONE]",
                 dialect_has_terminal=True, finish_reason="stop", stream_errors=[],
                 phase="after_finish", event_counts={}, frame_count=7)
-    return Facts(**(base | changes))
+    typed = {name: msgspec.convert(value, RECORD_SECTIONS[name])
+             for name, value in changes.items() if name in RECORD_SECTIONS}
+    return Facts(**(base | changes | typed))
 
 
 def verdict(boundary, phase, confidence, evidence, retryable, summary) -> dict:
@@ -735,7 +746,7 @@ def test_tools_split_into_open_and_completed():
     tools = (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1",'
              b'"function":{"name":"x","arguments":"{"}}]},"finish_reason":null}]}\n\n')
     _, f = finish(tools, upstream="reset")
-    assert [call["index"] for call in f.open_tools] == [0] and f.completed_tools == []
+    assert [call.index for call in f.open_tools] == [0] and f.completed_tools == []
     assert f.phase == "tool_input"
 
 
