@@ -155,12 +155,12 @@ class Stream(Section):
 
 class ErrorCause(Section):
     type: str | None = None  # an exception class name
-    message: str | None = None  # scrubbed (verdict/errors.py describe())
+    message: str | None = None  # scrubbed (verdict/fingerprints.py describe())
     code: str | int | None = None  # an errno name or a library code
 
 
 class ErrorFacts(Section):
-    """Where the exchange broke: a transport fingerprint (verdict/errors.py), and for an HTTP
+    """Where the exchange broke: a transport fingerprint (verdict/fingerprints.py), and for an HTTP
     error the provider's status, type, code and a scrubbed, echo-checked message."""
 
     where: str | None = None  # upstream_connect | upstream_response | upstream_read | ...

@@ -10,7 +10,7 @@ import structlog
 
 from streamtap.diagnostics.trace_record import TraceRecord
 from streamtap.diagnostics.redaction.redact import scrub
-from streamtap.diagnostics.verdict.errors import describe, errno_name
+from streamtap.diagnostics.verdict.fingerprints import describe, errno_name
 
 
 # A library's log template is kept only if it is plain words (aiohttp's are constants such as

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 HERE = REPO / "samples"  # the corpus folder
 
 
-from streamtap.diagnostics.verdict.errors import fingerprint  # noqa: E402
+from streamtap.diagnostics.verdict.fingerprints import fingerprint  # noqa: E402
 from streamtap.diagnostics.samples.matrix import build_matrix, render_markdown  # noqa: E402
 from streamtap.diagnostics.record.recorder import Ending, Recorder  # noqa: E402
 from streamtap.diagnostics.samples.format import build_sample  # noqa: E402

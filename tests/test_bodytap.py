@@ -22,7 +22,7 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.http_parser import HttpResponseParser
 from aiohttp.streams import DataQueue, StreamReader
 
-from streamtap.diagnostics.verdict.errors import looks_like_reset
+from streamtap.diagnostics.verdict.fingerprints import looks_like_reset
 from streamtap.diagnostics.decode.chunked import ChunkedBody, LengthBody, UntilCloseBody
 from streamtap.proxy.connection import aiohttp_hooks
 from streamtap.proxy.serve.body import tap as bodytap

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from streamtap.diagnostics.record.recorder import Ending, Recorder
 from streamtap.diagnostics.record.schema import record_as_dict
-from streamtap.diagnostics.verdict.errors import fingerprint
+from streamtap.diagnostics.verdict.fingerprints import fingerprint
 from streamtap.proxy.store import write_record
 from tests.streams import chat_text_stream, chat_tool_stream, sse
 

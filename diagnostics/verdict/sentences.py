@@ -152,7 +152,7 @@ def could_not_connect(f: Facts, v: Verdict) -> str:
     code = error.code or error.type
     connect = error.where == "upstream_connect"
     what = "could not connect to" if connect else "got no response headers from"
-    # the message is built by streamtap from the errno name (verdict/errors.py), never a
+    # the message is built by streamtap from the errno name (verdict/fingerprints.py), never a
     # library's text: "the name api.openai.com could not be resolved"
     message = error.message
     why = f": {message} ({code})" if message else f" ({code})"

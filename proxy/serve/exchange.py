@@ -25,7 +25,7 @@ import aiohttp
 from aiohttp import hdrs, web
 from yarl import URL
 
-from streamtap.diagnostics.verdict.errors import fingerprint, looks_like_reset
+from streamtap.diagnostics.verdict.fingerprints import fingerprint, looks_like_reset
 from streamtap.diagnostics.record.ending import UPSTREAM_ENDED, Ending
 from streamtap.diagnostics.record.recorder import Limits, Recorder
 from streamtap.diagnostics.redaction.redact import safe_id

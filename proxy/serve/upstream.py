@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from streamtap.diagnostics.verdict.errors import fingerprint
+from streamtap.diagnostics.verdict.fingerprints import fingerprint
 from streamtap.proxy.serve.body import tap as bodytap
 
 # Below the 60 s idle timeout common at provider front ends, so the pool usually drops an idle

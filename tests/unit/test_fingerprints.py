@@ -14,7 +14,7 @@ from aiohttp.http_exceptions import BadHttpMessage
 
 from streamtap.diagnostics.record.schema import record_as_dict
 from streamtap.diagnostics.record.recorder import Ending, Recorder
-from streamtap.diagnostics.verdict.errors import describe, errno_name, fingerprint
+from streamtap.diagnostics.verdict.fingerprints import describe, errno_name, fingerprint
 
 CANARY = "canary-query-key-5e6f"
 
