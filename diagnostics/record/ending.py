@@ -22,7 +22,7 @@ class Ending:
     downstream: str = "complete"  # complete | aborted | client_gone
     downstream_status: int | None = None
     downstream_bytes: int = 0
-    error: dict | None = None  # fingerprint from diagnostics.verdict.errors
+    error: dict | None = None  # fingerprint from diagnostics.verdict.fingerprints
     watchdog_fired: str | None = None  # connect | idle | progress
     shutdown: bool = False
     # A second stop signal ended it at once, without waiting for it (proxy/serve/forced.py)
