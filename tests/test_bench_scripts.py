@@ -121,8 +121,10 @@ def test_the_stats_bench_writes_lines_stats_reads_on_its_fast_path(tmp_path):
     assert "unknown" not in total.client_sees and total.client_sees["silent_truncation"] > 0
 
 
-CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap ([\d.]+), raw relay "
-                          r"(-?[\d.]+): ([\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
+# An added latency is a difference of two percentiles, so on a quiet machine streamtap's can come
+# out below zero (it was faster than the direct path at p99 by noise): signs are allowed.
+CI_GATE_LINE = re.compile(r"^  (ok    |FAILED) (\(a\) .+?): streamtap (-?[\d.]+), raw relay "
+                          r"(-?[\d.]+): (-?[\d.]+)x \(gate: at most ([\d.]+)x\)$", re.M)
 
 
 @pytest.mark.e2e
@@ -142,7 +144,8 @@ def test_the_ci_benchmark_compares_streamtap_with_the_raw_relay_of_the_same_run(
     bench_run = load_bench_run()
     for (verdict, label, value, base, times, most), (key, _, gate, floor) in zip(
             gates, bench_run.CI_GATES):
-        assert float(value) > 0 and verdict.strip() == "ok"
+        assert verdict.strip() == "ok"
+        assert float(value) > 0 or label.startswith("(a) added latency")
         assert float(times) == round(float(value) / max(float(base), floor), 2)
         assert float(most) == gate
     assert "% frames later than" in result.stdout  # the stall table: where the tail comes from
