@@ -151,10 +151,10 @@ def banner(host: str, port: int, chooser: Chooser, speed: float) -> str:
 
 async def start_server(app: web.Application, host: str,
                        port: int) -> tuple[web.AppRunner, int | None]:
-    """Run a fake provider's `app` on `host:port` (0: a free port): handlers are cancelled when
-    their client leaves (a stall ends with it) and shutdown waits only SHUTDOWN_GRACE_S for
-    them. Returns the runner and the bound port, or None (said on stderr, the runner cleaned
-    up) if the port is taken."""
+    """Run `app` (a fake provider's, or the demo's proxy) on `host:port` (0: a free port), as
+    every fake provider runs: handlers are cancelled when their client leaves (a stall ends
+    with it) and shutdown waits only SHUTDOWN_GRACE_S for them. Returns the runner and the
+    bound port, or None (said on stderr, the runner cleaned up) if the port is taken."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
