@@ -1,6 +1,11 @@
 """A fake LLM provider for the end-to-end tests: a real aiohttp server on loopback, in its own
 thread, that plays scripted responses and ends them the way a test asks (clean, reset, FIN
-mid-body, stall), and remembers what it received and whether the client went away."""
+mid-body, stall), and remembers what it received and whether the client went away.
+
+The thread and the server are streamtap's LoopbackServer and the body is written and ended by
+`proxy/replay/body.py`, as for the public FakeProvider and `streamtap replay`; what stays here
+is what only tests ask for: raw chunks (not samples), gzip and Content-Length framing, and the
+requests remembered whole."""
 
 from __future__ import annotations
 
@@ -12,8 +17,12 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from streamtap.proxy.connection import sockets
+from streamtap.proxy.replay.body import end_body, no_response, write_at
 from streamtap.proxy.serve.passthrough import PassThroughResponse
+from streamtap.proxy.testing.loopthread import LoopbackServer
+
+# A Scenario's ending -> how replay/body.py ends the body.
+_HOW = {"clean": "close", "reset": "reset", "fin": "truncate", "stall": "stall"}
 
 
 @dataclass
@@ -49,22 +58,20 @@ def gzip_chunks(chunks: list[bytes]) -> list[bytes]:
     return out
 
 
-class FakeProvider:
+class FakeProvider(LoopbackServer):
+    what = "the tests' fake provider"
+
     def __init__(self):
+        super().__init__("fake-provider")
         self.scenarios: dict[str, Scenario] = {}
         self.seen: dict[str, list[Seen]] = {}
         self._names = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def add(self, scenario: Scenario, name: str | None = None) -> str:
         """Register a scenario; requests to `/s/<name>/...` play it. Returns the path prefix."""
+        if scenario.ending not in (*_HOW, "reset_before_response"):
+            raise ValueError(f"unknown Scenario ending {scenario.ending!r}; expected one of "
+                             f"{', '.join(_HOW)}, reset_before_response")
         name = name or f"sc{next(self._names)}"
         self.scenarios[name] = scenario
         self.seen[name] = []
@@ -73,7 +80,13 @@ class FakeProvider:
     def last(self, prefix: str) -> Seen:
         return self.seen[prefix.rsplit("/", 1)[-1]][-1]
 
-    # -- server -------------------------------------------------------------------------------
+    def make_app(self) -> web.Application:
+        # Bodies as large as streamtap forwards by default (aiohttp's own limit is 1 MiB).
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/s/{name}/{rest:.*}", self._handle)
+        app.router.add_route("*", "/s/{name}", self._handle)
+        return app
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
         scenario = self.scenarios[name]
@@ -81,9 +94,9 @@ class FakeProvider:
                     await request.read())
         self.seen[name].append(seen)
         if scenario.ending == "reset_before_response":  # a TCP RST, and not one response byte
-            sockets.reset(request.transport)
+            refused = no_response(request.transport)
             seen.finished.set()
-            return web.Response()
+            return refused
         # Sends only the headers the scenario names (plain aiohttp would add Server, Date...).
         response = PassThroughResponse(status=scenario.status)
         if scenario.content_type:
@@ -97,55 +110,14 @@ class FakeProvider:
             response.content_length = sum(map(len, chunks))
         try:
             await response.prepare(request)
-            for index, chunk in enumerate(chunks):
-                if index and scenario.delay_s:
-                    await asyncio.sleep(scenario.delay_s)
-                await response.write(chunk)
-            if scenario.ending == "reset":
-                await sockets.drain(request.transport)
-                sockets.reset(request.transport)
-            elif scenario.ending == "fin":
-                await sockets.drain(request.transport)
-                sockets.close(request.transport)
-            elif scenario.ending == "stall":
-                await asyncio.sleep(scenario.stall_s)
-            else:
-                await response.write_eof()
+            base = asyncio.get_running_loop().time()
+            writes = [(index * scenario.delay_s * 1000.0, chunk)
+                      for index, chunk in enumerate(chunks)]
+            await write_at(response, writes, base)
+            await end_body(response, request.transport, _HOW[scenario.ending], scenario.stall_s)
         except (asyncio.CancelledError, ConnectionError):
             seen.client_left.set()
             raise
         finally:
             seen.finished.set()
         return response
-
-    def start(self) -> "FakeProvider":
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            # Bodies as large as streamtap forwards by default (aiohttp's own limit is 1 MiB).
-            app = web.Application(client_max_size=64 * 1024 * 1024)
-            app.router.add_route("*", "/s/{name}/{rest:.*}", self._handle)
-            app.router.add_route("*", "/s/{name}", self._handle)
-            self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-            loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-provider", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the fake provider did not start within 10 s")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)

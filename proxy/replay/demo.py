@@ -21,9 +21,9 @@ from streamtap.proxy.logs import configure_logging
 from streamtap.proxy.readout import commands
 from streamtap.proxy.replay.bundled import bundled_samples_dir
 from streamtap.proxy.replay.choose import Chooser
-from streamtap.proxy.replay.server import build_replay_app, load_library
+from streamtap.proxy.replay.server import build_replay_app, load_library, start_server
 from streamtap.proxy.serve.app import build_app
-from streamtap.proxy.serve.run import listen, stop_on_signals
+from streamtap.proxy.serve.run import stop_on_signals
 from streamtap.proxy.store import TraceStore
 
 SESSION = "demo"
@@ -40,11 +40,8 @@ REQUESTS = (
 
 
 async def _start(app: web.Application, port: int = 0) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    bound = await listen(runner, "127.0.0.1", port)
+    runner, bound = await start_server(app, "127.0.0.1", port)
     if bound is None:
-        await runner.cleanup()
         raise OSError(f"cannot listen on 127.0.0.1:{port}")
     return runner, bound
 

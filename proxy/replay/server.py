@@ -1,7 +1,7 @@
 """`streamtap replay`: serve samples as a fake provider. A request gets a sample's status, headers,
 frames rebuilt from its shapes at its timing (scaled by `--speed`), and the same ending, carried
-out by the ending machinery fault injection uses (proxy/endings.py): a reset is a reset, a stall is
-a stall until the client leaves.
+out by the ending machinery fault injection uses (proxy/connection/endings.py, through
+replay/body.py): a reset is a reset, a stall is a stall until the client leaves.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from streamtap import __version__
 from streamtap.proxy.replay.choose import COMPLETE, Choice, Chooser, read_ask
 from streamtap.proxy.replay.bundled import bundled_samples_dir
 from streamtap.proxy.replay.playable import Loaded, ReplayError, load_library
-from streamtap.proxy.connection import sockets
-from streamtap.proxy.connection.endings import end_response, stall
+from streamtap.proxy.replay.body import end_body, no_response, sleep_until, write_at
 from streamtap.proxy.serve.passthrough import PassThroughResponse
 from streamtap.proxy.serve.run import is_loopback, listen, ready_line, stop_on_signals
 
@@ -37,12 +36,6 @@ _HOW = {"terminal": "close", "clean_close": "close", "reset": "reset", "truncate
 CHOOSER_KEY: web.AppKey["Chooser"] = web.AppKey("chooser")
 SPEED_KEY: web.AppKey[float] = web.AppKey("speed")
 LOG_KEY: web.AppKey[bool] = web.AppKey("log_requests")
-
-
-async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-    delay = deadline - loop.time()
-    if delay > 0:
-        await asyncio.sleep(delay)
 
 
 def _headers(sample: dict) -> dict[str, str]:
@@ -66,14 +59,11 @@ async def play(request: web.Request, loaded: Loaded, speed: float) -> web.Stream
         # without headers. A reset if it was reset (streamtap resets its client's connection
         # too); otherwise (refused, unresolved, disconnected: nothing a server that accepted the
         # connection can repeat) a FIN, which streamtap answers with the 502 the original got.
-        await _sleep_until(loop, started + (timing.get("end_ms") or 0.0) / 1000.0 * scale)
-        error = sample.get("error")
-        if error is None or error.get("code") == "ECONNRESET":  # scripted samples have none
-            sockets.reset(request.transport)
-        else:
-            sockets.close(request.transport)
-        return web.Response(status=502)  # never sent: the connection is gone
-    await _sleep_until(loop, started + (timing.get("response_headers_ms") or 0.0) / 1000 * scale)
+        await sleep_until(started + (timing.get("end_ms") or 0.0) / 1000.0 * scale)
+        error = sample.get("error")  # scripted samples have none
+        return no_response(request.transport,
+                           reset=error is None or error.get("code") == "ECONNRESET")
+    await sleep_until(started + (timing.get("response_headers_ms") or 0.0) / 1000 * scale)
     status = sample.get("status") or 200
     headers = _headers(sample)
     rebuilt = loaded.rebuilt
@@ -89,19 +79,14 @@ async def play(request: web.Request, loaded: Loaded, speed: float) -> web.Stream
         return response
     base = loop.time()
     try:
-        for t_ms, data in loaded.writes:
-            await _sleep_until(loop, base + t_ms / 1000.0 * scale)
-            await response.write(data)
+        await write_at(response, loaded.writes, base, scale)
     except ConnectionError:  # the client left mid-stream: nothing more to play
         return response
     end_ms = timing.get("end_ms") or 0.0
     if end_ms - (loaded.writes[-1][0] if loaded.writes else 0.0) > WITH_THE_LAST_FRAME_MS:
-        await _sleep_until(loop, base + end_ms / 1000.0 * scale)
-    how = _HOW.get(ending)
-    if how is None:  # stalled, client_gone: nothing more, until the client gives up
-        await stall(None)
-        return response
-    await end_response(response, request.transport, how)
+        await sleep_until(base + end_ms / 1000.0 * scale)
+    # stalled, client_gone: nothing more, until the client gives up
+    await end_body(response, request.transport, _HOW.get(ending, "stall"))
     return response
 
 
@@ -164,16 +149,26 @@ def banner(host: str, port: int, chooser: Chooser, speed: float) -> str:
     return "\n".join(lines)
 
 
-async def serve_replay(chooser: Chooser, host: str, port: int, speed: float,
-                       ready_json: bool = False) -> int:
-    app = build_replay_app(chooser, speed)
+async def start_server(app: web.Application, host: str,
+                       port: int) -> tuple[web.AppRunner, int | None]:
+    """Run `app` (a fake provider's, or the demo's proxy) on `host:port` (0: a free port), as
+    every fake provider runs: handlers are cancelled when their client leaves (a stall ends
+    with it) and shutdown waits only SHUTDOWN_GRACE_S for them. Returns the runner and the
+    bound port, or None (said on stderr, the runner cleaned up) if the port is taken."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    stop = stop_on_signals()
     bound = await listen(runner, host, port)
     if bound is None:
         await runner.cleanup()
+    return runner, bound
+
+
+async def serve_replay(chooser: Chooser, host: str, port: int, speed: float,
+                       ready_json: bool = False) -> int:
+    stop = stop_on_signals()
+    runner, bound = await start_server(build_replay_app(chooser, speed), host, port)
+    if bound is None:
         return 1
     if ready_json:  # stdout holds the one JSON line; the banner goes to stderr
         print(banner(host, bound, chooser, speed), file=sys.stderr, flush=True)

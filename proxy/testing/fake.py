@@ -19,9 +19,8 @@ from streamtap.proxy.replay.bundled import bundled_samples_dir
 from streamtap.proxy.replay.playable import (Loaded, ReplayError, load_library, playable,
                                             sample_name)
 from streamtap.proxy.replay.sample_files import ExportError, sample_files
-from streamtap.proxy.replay.server import SHUTDOWN_GRACE_S, build_replay_app
-from streamtap.proxy.serve.run import listen
-from streamtap.proxy.testing.loopthread import Background, LoopThread
+from streamtap.proxy.replay.server import build_replay_app
+from streamtap.proxy.testing.loopthread import LoopbackServer
 
 __all__ = ["FakeProvider", "ScriptedStream", "ScriptError"]
 
@@ -108,7 +107,7 @@ class _FakeChooser:
                       f"the default {kind} for {ask.kind}")
 
 
-class FakeProvider(Background):
+class FakeProvider(LoopbackServer):
     """A fake LLM provider on a free loopback port (`.url`), for tests without network or key.
 
     `FakeProvider(*streams)` serves the scripted streams (made with `FakeProvider.stream`) one per
@@ -122,6 +121,8 @@ class FakeProvider(Background):
 
     Use it as a context manager (`with` or `async with`); the server runs on its own thread.
     """
+
+    what = "the fake provider"
 
     def __init__(self, *streams: ScriptedStream, samples: str | os.PathLike | list | None = None,
                  speed: float = 1.0, host: str = "127.0.0.1"):
@@ -150,10 +151,7 @@ class FakeProvider(Background):
         self._chooser = _FakeChooser(list(streams), load, names)
         if samples is not None:
             self._chooser.library  # samples the caller named: a bad file is said now
-        self.host = host
-        self.port = 0
-        self._thread: LoopThread | None = None
-        self._runner: web.AppRunner | None = None
+        super().__init__("streamtap-fake-provider", host)
 
     @staticmethod
     def stream(dialect: str, *, text: str | None = None, reasoning: str | None = None,
@@ -204,46 +202,12 @@ class FakeProvider(Background):
     def url(self) -> str:
         """`http://127.0.0.1:PORT`: give it to a route (`Proxy(routes={"openai": fake.url})`)
         or straight to a client (plus `/v1` for the OpenAI SDK)."""
-        if not self.port:
-            raise RuntimeError("the fake provider is not running: use it in a `with` block or "
-                               "call start()")
-        return f"http://{self.host}:{self.port}"
+        return super().url
 
     @property
     def served(self) -> list[Served]:
         """Each request answered so far, in order: path, sample name, ending, why."""
         return list(self._chooser.served)
 
-    def start(self) -> "FakeProvider":
-        if self._thread is not None:
-            return self
-        self._thread = LoopThread("streamtap-fake-provider")
-        try:
-            self.port = self._thread.run(self._start)
-        except BaseException:
-            self._thread.stop()
-            self._thread = None
-            raise
-        return self
-
-    async def _start(self) -> int:
-        app = build_replay_app(self._chooser, 1.0, log_requests=False)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
-                                     shutdown_timeout=SHUTDOWN_GRACE_S)
-        await self._runner.setup()
-        port = await listen(self._runner, self.host, 0)
-        if port is None:
-            await self._runner.cleanup()
-            raise RuntimeError(f"the fake provider could not listen on {self.host}")
-        return port
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        try:
-            if self._runner is not None:
-                self._thread.run(self._runner.cleanup)
-        finally:
-            self._thread.stop()
-            self._thread = None
-
+    def make_app(self) -> web.Application:
+        return build_replay_app(self._chooser, 1.0, log_requests=False)

@@ -1,12 +1,17 @@
 """An event loop on a background thread, for running streamtap's aiohttp servers inside a
-synchronous test (or beside another event loop) without blocking it."""
+synchronous test (or beside another event loop) without blocking it; and a fake provider's app
+served from one on a free loopback port (the public FakeProvider and the tests' scripted fake)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Self, TypeVar
+
+from aiohttp import web
+
+from streamtap.proxy.replay.server import start_server
 
 T = TypeVar("T")
 START_TIMEOUT_S = 30.0
@@ -64,3 +69,57 @@ class Background:
 
     async def __aexit__(self, *exc) -> None:
         await asyncio.to_thread(self.stop)
+
+
+class LoopbackServer(Background):
+    """The aiohttp app `make_app()` returns, served on a free port of `host` from a LoopThread of
+    its own: `start()` (returns itself once listening), `stop()`, `url`. `what` names the server
+    in its errors."""
+
+    what = "the server"
+
+    def __init__(self, thread_name: str, host: str = "127.0.0.1"):
+        self.host = host
+        self.port = 0
+        self._thread_name = thread_name
+        self._thread: LoopThread | None = None
+        self._runner: web.AppRunner | None = None
+
+    def make_app(self) -> web.Application:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        if not self.port:
+            raise RuntimeError(f"{self.what} is not running: use it in a `with` block or "
+                               "call start()")
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Self:
+        if self._thread is not None:
+            return self
+        self._thread = LoopThread(self._thread_name)
+        try:
+            self.port = self._thread.run(self._start)
+        except BaseException:
+            self._thread.stop()
+            self._thread = None
+            raise
+        return self
+
+    async def _start(self) -> int:
+        runner, port = await start_server(self.make_app(), self.host, 0)
+        if port is None:  # said on stderr; the runner is already cleaned up
+            raise RuntimeError(f"{self.what} could not listen on {self.host}")
+        self._runner = runner
+        return port
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        try:
+            if self._runner is not None:
+                self._thread.run(self._runner.cleanup)
+        finally:
+            self._thread.stop()
+            self._thread = None
