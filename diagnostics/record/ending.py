@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from streamtap.diagnostics.dialects.stream import StreamState
-from streamtap.diagnostics.verdict.classify import SLOWING_FAULTS
+from streamtap.diagnostics.verdict.conditions import SLOWING_FAULTS
 
 # How an upstream can end by itself (Ending.upstream): anything else is streamtap closing it
 # (`closed_by_proxy`) or it never started. `malformed` is broken chunked framing.

@@ -26,7 +26,6 @@ from streamtap.diagnostics.verdict.columns import (
     http_codes, http_retryable, proxy_reason_code, proxy_retryable, since_last_frame,
     stream_error_codes, stream_phase, stream_retryable, unknown_shape_codes, upstream_codes,
     watchdog_code, watchdog_phase, watchdog_silence)
-from streamtap.diagnostics.verdict.conditions import SLOWING_FAULTS  # record/ending.py reads it here
 from streamtap.diagnostics.verdict.proxylag import lag_explains
 
 
