@@ -69,8 +69,8 @@ def write_index(trace_dir: Path, lines: int) -> None:
     for s in range(SESSIONS):
         folder = trace_dir / f"session-{s:02d}"
         folder.mkdir(parents=True)
-        out = [json.dumps(index_line(record_from_dict(record(n, folder.name)), f"{n:016x}.json"),
-                          separators=(",", ":"))
+        out = [json.dumps(index_line(record_from_dict(record(n, folder.name)),
+                                     f"{n:016x}.json"), separators=(",", ":"))
                for n in range(s * per_session, (s + 1) * per_session)]
         (folder / "index.jsonl").write_text("\n".join(out) + "\n")
 

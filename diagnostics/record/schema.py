@@ -77,16 +77,6 @@ def record_from_dict(record: dict) -> TraceRecord:
             f"{current['schema_version']}: {exc}; was the file edited by hand?") from None
 
 
-def decode_record(data: bytes) -> TraceRecord:
-    """A record file's bytes as the typed record (record_from_dict's errors, and ValueError for
-    bytes that are no JSON)."""
-    try:
-        parsed = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    return record_from_dict(parsed)
-
-
 def encode_record(record: TraceRecord) -> bytes:
     """A record's file contents: compact JSON, fields in the types' order (the verdict right after
     the identity, so `head -c 600` of a file shows it)."""

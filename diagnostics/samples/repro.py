@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from msgspec import to_builtins
-
 from streamtap.diagnostics.dialects import dialect_for_path
 from streamtap.diagnostics.errors import UserError
 from streamtap.diagnostics.trace_record import TraceRecord
@@ -62,7 +60,7 @@ class ReproCase:
 
     trace_id: str  # the original trace's id: streamtap's own random hex
     dialect: str
-    ending: str  # how the client saw the stream end (samples.ENDINGS)
+    ending: str  # how the client saw the stream end (format.SAMPLE_ENDINGS)
     phase: str | None
     point: BreakPoint
     status: int | None
@@ -89,9 +87,9 @@ def build_repro(record: TraceRecord) -> tuple[dict, dict]:
                          "(`--route NAME=URL` with `dialect = ...` in the config) and record "
                          "it again")
     point = break_point(record)
-    outcome = to_builtins(record.outcome) or {}  # the manifest keeps VERDICT_FIELDS of it
+    outcome = record.outcome
     notes = list(sample.get("notes") or [])
-    if sample["ending"] == "terminal" and outcome.get("boundary") in (None, "none"):
+    if sample["ending"] == "terminal" and (outcome is None or outcome.boundary == "none"):
         notes.append("the original stream did not fail: this repro replays a complete stream")
     if sample.get("injected"):
         notes.append("the original failure was injected by a streamtap fault rule; replayed, "
@@ -101,8 +99,8 @@ def build_repro(record: TraceRecord) -> tuple[dict, dict]:
         "repro_version": REPRO_VERSION,
         "trace_id": record.trace_id,  # streamtap's own random hex
         "dialect": sample["dialect"],  # a name from our dialect table
-        "ending": sample["ending"],  # a token from samples.ENDINGS
-        "phase": outcome.get("phase"),  # a token from the classifier's table
+        "ending": sample["ending"],  # a token from format.SAMPLE_ENDINGS
+        "phase": outcome.phase if outcome else None,  # a token from the classifier's table
         "frames": point.frames,
         "frame_index": point.frame_index,
         "byte_offset": point.byte_offset,
@@ -116,7 +114,7 @@ def build_repro(record: TraceRecord) -> tuple[dict, dict]:
         # the redacted path (ids and keys in it are masked by redact_path when recorded)
         "request_path": (sample.get("request") or {}).get("path"),
         "stream": bool((sample.get("request") or {}).get("stream", True)),
-        "verdict": {key: outcome.get(key) for key in VERDICT_FIELDS},
+        "verdict": {key: getattr(outcome, key, None) for key in VERDICT_FIELDS},
         "sample": SAMPLE_NAME,
         "notes": notes,  # sentences of ours, above
     }

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from streamtap.diagnostics import trace_record as types
-from streamtap.diagnostics.record.schema import (SCHEMA_VERSION, RecordVersionError, decode_record,
+from streamtap.diagnostics.record.schema import (SCHEMA_VERSION, RecordVersionError,
                                                   encode_record, index_line, record_as_dict,
                                                   record_from_dict)
 from streamtap.diagnostics.views import text
@@ -76,7 +76,7 @@ def test_the_reference_says_which_version_is_written():
 def test_a_record_is_the_same_after_its_own_file(tmp_path):
     for record in build(tmp_path):
         typed = record_from_dict(record)
-        assert decode_record(encode_record(typed)) == typed
+        assert record_from_dict(json.loads(encode_record(typed))) == typed  # as tracedir reads
         assert record_as_dict(typed) == record
 
 
